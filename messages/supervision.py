@@ -1,0 +1,48 @@
+"""The supervision tree as it crosses the wire: one ActorSnapshot per actor.
+
+The supervisor builds these from its live records; the admin socket serves them as JSON at
+/debug/actors and pykubelet-inspect decodes them. The JSON shape is the operator contract.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+ActorKind = Literal["supervisor", "worker"]
+ActorState = Literal["running", "restarting", "stopped", "failed"]
+Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
+
+
+class ErrorInfo(msgspec.Struct, frozen=True):
+    """The last error an actor died of."""
+
+    type: str
+    message: str
+    at: str  # RFC 3339, UTC
+
+
+class MailboxStats(msgspec.Struct, frozen=True):
+    depth: int
+    capacity: int
+    received: int
+
+
+class ActorSnapshot(msgspec.Struct, frozen=True):
+    name: str
+    path: str
+    kind: ActorKind
+    state: ActorState
+    restarts: int
+    strategy: Strategy | None = None
+    last_error: ErrorInfo | None = None
+    started_at: str | None = None
+    mailbox: MailboxStats | None = None
+    children: list[ActorSnapshot] = []
+
+    def walk(self):
+        """This actor and every actor below it, depth first in start order."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
