@@ -1,0 +1,201 @@
+"""The server actor over real sockets: healthz, admin socket, metrics, restart and crash."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+import httpx
+import msgspec
+import pytest
+import trio
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from pykubelet.actors.health import HealthBoard
+from pykubelet.actors.server import ServerError, ServerSettings, server_actor
+from pykubelet.actors.server.http import AdminSocketInUse, open_unix
+from pykubelet.actors.server.metrics import ActorTreeCollector
+from pykubelet.messages.supervision import ActorSnapshot
+from pykubelet.supervisor import ChildSpec, MailboxSpec, Supervisor
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def idle(ctx):
+    async for _ in ctx.mailbox:
+        pass
+
+
+class Node:
+    """A small tree (a worker and the server) plus clients for both listeners."""
+
+    def __init__(self, tmp_path, *, fault_injection: bool, healthz_port: int | None = None):
+        self.health = HealthBoard()
+        self.metrics = CollectorRegistry()
+        self.socket = str(tmp_path / "pykubelet.sock")
+        self.port = free_port() if healthz_port is None else healthz_port
+        settings = ServerSettings(
+            admin_socket=self.socket,
+            healthz_port=self.port,
+            enable_fault_injection=fault_injection,
+        )
+        self.tree = Supervisor(
+            "root",
+            [
+                ChildSpec("worker", idle, mailbox=MailboxSpec(capacity=8)),
+                ChildSpec(
+                    "server",
+                    server_actor(settings, tree=lambda: self.tree, health=self.health, metrics=self.metrics),
+                ),
+            ],
+        )
+        self.metrics.register(ActorTreeCollector(self.tree.snapshot))
+
+    def admin(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=self.socket), base_url="http://admin")
+
+    async def wait_serving(self) -> None:
+        with trio.fail_after(5):
+            while not os.path.exists(self.socket):
+                await trio.sleep(0.01)
+
+
+@pytest.fixture
+async def node(tmp_path, nursery):
+    node = Node(tmp_path, fault_injection=False)
+    await nursery.start(node.tree.run)
+    await node.wait_serving()
+    return node
+
+
+@pytest.fixture
+async def faulty_node(tmp_path, nursery):
+    node = Node(tmp_path, fault_injection=True)
+    await nursery.start(node.tree.run)
+    await node.wait_serving()
+    return node
+
+
+async def test_healthz_is_500_naming_the_failing_check_then_ok(node):
+    node.health.register("runtime", "not yet connected to unix:///run/containerd/containerd.sock")
+    async with httpx.AsyncClient() as client:
+        url = f"http://127.0.0.1:{node.port}/healthz"
+        answer = await client.get(url)
+        assert answer.status_code == 500
+        assert "[-]runtime failed: not yet connected to unix:///run/containerd/containerd.sock" in answer.text
+        node.health.report("runtime", True, "containerd 1.6.20 (CRI v1)")
+        answer = await client.get(url)
+        assert (answer.status_code, answer.text) == (200, "ok")
+        verbose = await client.get(url + "?verbose")
+        assert "[+]runtime ok: containerd 1.6.20 (CRI v1)" in verbose.text
+        assert (await client.get(f"http://127.0.0.1:{node.port}/metrics")).status_code == 404
+    async with node.admin() as admin:
+        assert (await admin.get("/healthz")).text == "ok"
+
+
+async def test_admin_socket_is_mode_0600(node):
+    mode = os.stat(node.socket).st_mode
+    assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+
+
+async def test_debug_actors_serves_the_tree_snapshot(node):
+    async with node.admin() as admin:
+        answer = await admin.get("/debug/actors")
+    snap = msgspec.json.decode(answer.content, type=ActorSnapshot)
+    assert [c.path for c in snap.children] == ["root/worker", "root/server"]
+    assert snap.children[0].mailbox.capacity == 8
+
+
+async def test_crash_is_refused_without_fault_injection(node):
+    async with node.admin() as admin:
+        answer = await admin.post("/debug/actors/root/worker/crash")
+    assert answer.status_code == 403
+    assert "--enable-fault-injection" in answer.json()["error"]
+    assert node.tree.snapshot().children[0].restarts == 0
+
+
+async def test_crash_with_fault_injection_restarts_the_actor_and_shows_in_metrics(faulty_node):
+    node = faulty_node
+    async with node.admin() as admin:
+        answer = await admin.post("/debug/actors/root/worker/crash")
+        assert answer.status_code == 200 and answer.json() == {"path": "root/worker", "result": "crashed"}
+        await trio.sleep(0.05)
+        snap = msgspec.json.decode((await admin.get("/debug/actors")).content, type=ActorSnapshot)
+        worker = snap.children[0]
+        assert worker.restarts == 1 and worker.state == "running"
+        assert worker.last_error.type == "InjectedCrash"
+        metrics = (await admin.get("/metrics")).text
+    samples = {
+        (s.name, s.labels.get("actor")): s.value
+        for family in text_string_to_metric_families(metrics)
+        for s in family.samples
+    }
+    assert samples[("pykubelet_actor_restarts_total", "root/worker")] == 1
+    assert samples[("pykubelet_actor_up", "root/worker")] == 1
+    assert samples[("pykubelet_actor_mailbox_depth", "root/worker")] == 0
+    assert samples[("pykubelet_actor_restarts_total", "root/server")] == 0
+
+
+async def test_restart_by_path_and_errors_for_unknown_paths(node):
+    async with node.admin() as admin:
+        answer = await admin.post("/debug/actors/root/worker/restart")
+        assert answer.json() == {"path": "root/worker", "result": "restarted"}
+        assert node.tree.snapshot().children[0].restarts == 1
+        missing = await admin.post("/debug/actors/root/nope/restart")
+        assert missing.status_code == 404 and "no actor at root/nope" in missing.json()["error"]
+        root = await admin.post("/debug/actors/root/restart")
+        assert root.status_code == 400 and "restart the daemon" in root.json()["error"]
+        assert (await admin.get("/debug/actors/root/worker/restart")).status_code == 405
+
+
+async def test_the_server_can_restart_itself_and_answers_first(node):
+    async with node.admin() as admin:
+        answer = await admin.post("/debug/actors/root/server/restart")
+    assert answer.status_code == 202
+    with trio.fail_after(5):
+        while node.tree.snapshot().children[1].restarts != 1:
+            await trio.sleep(0.01)
+        while True:
+            try:
+                async with node.admin() as admin:
+                    assert (await admin.get("/healthz")).status_code == 200
+                break
+            except httpx.TransportError:
+                await trio.sleep(0.01)
+
+
+async def test_a_stale_admin_socket_is_replaced_and_a_live_one_refused(tmp_path):
+    path = str(tmp_path / "stale.sock")
+    leftover = socket.socket(socket.AF_UNIX)
+    leftover.bind(path)
+    leftover.close()  # the file stays, nobody listens
+    listener = await open_unix(path)
+    try:
+        with pytest.raises(AdminSocketInUse, match="another pykubelet runs with this root dir"):
+            await open_unix(path)
+    finally:
+        await listener.aclose()
+
+
+async def test_healthz_port_in_use_is_a_clear_crash(tmp_path, autojump_clock):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        node = Node(tmp_path, fault_injection=False, healthz_port=taken.getsockname()[1])
+        with pytest.raises(ServerError, match=r"healthz 127.0.0.1:\d+: .*pass --healthz-port"):
+            await server_actor(
+                ServerSettings(admin_socket=node.socket, healthz_port=node.port),
+                tree=lambda: node.tree,
+                health=node.health,
+                metrics=node.metrics,
+            )(_FakeCtx())
+
+
+class _FakeCtx:
+    path = "root/server"
