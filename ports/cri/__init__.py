@@ -1,0 +1,37 @@
+"""The CRI port: a typed async client for a container runtime's RuntimeService and
+ImageService (containerd, or the embedded runtime), its errors and its metrics."""
+
+from .client import CRI_API_VERSION, DEFAULT_REQUEST_TIMEOUT, CriClient, normalize_endpoint
+from .errors import (
+    CommandTimedOut,
+    CriCallError,
+    CriError,
+    CriNotFound,
+    NotCriRuntime,
+    RuntimeTimeout,
+    RuntimeUnavailable,
+    classify,
+)
+from .metrics import RUNTIME_OPERATION_BUCKETS, RuntimeOperationMetrics
+from .types import ExecSyncResult, RuntimeCondition, RuntimeStatus, RuntimeVersion
+
+__all__ = [
+    "CRI_API_VERSION",
+    "DEFAULT_REQUEST_TIMEOUT",
+    "CommandTimedOut",
+    "CriCallError",
+    "CriClient",
+    "CriError",
+    "CriNotFound",
+    "ExecSyncResult",
+    "NotCriRuntime",
+    "RUNTIME_OPERATION_BUCKETS",
+    "RuntimeCondition",
+    "RuntimeOperationMetrics",
+    "RuntimeStatus",
+    "RuntimeTimeout",
+    "RuntimeUnavailable",
+    "RuntimeVersion",
+    "classify",
+    "normalize_endpoint",
+]

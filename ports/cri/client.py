@@ -1,0 +1,362 @@
+"""CriClient: the kubelet's typed async port to a CRI runtime (RuntimeService + ImageService).
+
+grpc.aio over a unix socket, called from trio through trio-asyncio: the caller must already
+run inside `async with trio_asyncio.open_loop():` (the kubelet opens it once at the root).
+Each call gets a deadline, is recorded in RuntimeOperationMetrics under the Go kubelet's
+operation_type names, and fails with a typed CriError (see errors.py).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+import trio
+import trio_asyncio
+from cri_api.v1 import api_pb2, api_pb2_grpc
+
+from .errors import CommandTimedOut, CriError, NotCriRuntime, classify
+from .metrics import RuntimeOperationMetrics
+from .types import ExecSyncResult, RuntimeCondition, RuntimeStatus, RuntimeVersion
+
+T = TypeVar("T")
+
+DEFAULT_REQUEST_TIMEOUT = 120.0  # the Go kubelet's --runtime-request-timeout (2m)
+CRI_API_VERSION = "v1"  # the CRI API this client speaks (runtime.v1)
+# VersionRequest.version: the kubelet's runtime API version, as the Go kubelet sends it.
+KUBELET_RUNTIME_API_VERSION = "0.1.0"
+
+_REQUEST_TIMEOUT: Any = object()  # _call's default: the client's request_timeout
+
+_MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # as the Go kubelet's CRI client (maxMsgSize)
+_CHANNEL_OPTIONS = [
+    ("grpc.default_authority", "localhost"),
+    ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+    # Reconnect quickly after a runtime restart, as the Go kubelet (backoff from 100 ms up
+    # to 3 s, 5 s minimum connect timeout; grpc-core reads min_reconnect_backoff_ms as the
+    # latter). Calls do not wait for a connection (wait_for_ready=False): while the channel
+    # backs off, every call fails at once with UNAVAILABLE.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 3000),
+    ("grpc.min_reconnect_backoff_ms", 5000),
+]
+
+
+def normalize_endpoint(endpoint: str) -> str:
+    """"unix:///run/x.sock" or "/run/x.sock" -> "unix:///run/x.sock"; other schemes refused."""
+    if endpoint.startswith("unix://"):
+        path = endpoint[len("unix://"):]
+    elif endpoint.startswith("/"):
+        path = endpoint
+    else:
+        raise ValueError(
+            f"--container-runtime-endpoint {endpoint!r}: only unix sockets are supported, "
+            "as unix:///path/to/socket or /path/to/socket"
+        )
+    if not path.startswith("/"):
+        raise ValueError(
+            f"--container-runtime-endpoint {endpoint!r}: the socket path must be absolute "
+            "(unix:///run/containerd/containerd.sock)"
+        )
+    return f"unix://{path}"
+
+
+class CriClient:
+    """A connection to one CRI runtime. Use as `async with CriClient(...) as cri:`.
+
+    Call only from trio code running inside `trio_asyncio.open_loop()`. Calls are safe to
+    make concurrently from several trio tasks; cancelling the calling trio task cancels the
+    RPC.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        metrics: RuntimeOperationMetrics | None = None,
+    ) -> None:
+        self.endpoint = normalize_endpoint(endpoint)
+        self.request_timeout = request_timeout
+        self.metrics = metrics
+        self.runtime_version: RuntimeVersion | None = None  # set by connect()
+        self._channel: grpc.aio.Channel | None = None
+        self._runtime: api_pb2_grpc.RuntimeServiceStub | None = None
+        self._images: api_pb2_grpc.ImageServiceStub | None = None
+
+    # -- connection -------------------------------------------------------------------
+
+    async def connect(self) -> RuntimeVersion:
+        """Open the channel and do the CRI v1 Version handshake (RuntimeUnavailable,
+        NotCriRuntime or RuntimeTimeout when the endpoint is not a working CRI runtime)."""
+        if self._channel is None:
+            self._channel = await trio_asyncio.aio_as_trio(self._open_channel)()
+            self._runtime = api_pb2_grpc.RuntimeServiceStub(self._channel)
+            self._images = api_pb2_grpc.ImageServiceStub(self._channel)
+        try:
+            self.runtime_version = await self.version()
+        except BaseException:
+            await self.close()
+            raise
+        return self.runtime_version
+
+    async def close(self) -> None:
+        """Close the channel (in-flight calls fail with CANCELLED). Call it before the
+        trio-asyncio loop closes."""
+        channel, self._channel = self._channel, None
+        self._runtime = self._images = None
+        if channel is not None:
+            with trio.CancelScope(shield=True):  # also closes when the caller is cancelled
+                await trio_asyncio.aio_as_trio(channel.close)()
+
+    async def __aenter__(self) -> CriClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def _open_channel(self) -> grpc.aio.Channel:
+        # grpc.aio binds a channel to the running asyncio loop, so create it inside it.
+        return grpc.aio.insecure_channel(self.endpoint, options=_CHANNEL_OPTIONS)
+
+    # -- RuntimeService ---------------------------------------------------------------
+
+    async def version(self) -> RuntimeVersion:
+        response = await self._call(
+            "version", self._rt().Version, api_pb2.VersionRequest(version=KUBELET_RUNTIME_API_VERSION)
+        )
+        missing = [
+            field for field in ("version", "runtime_name", "runtime_version", "runtime_api_version")
+            if not getattr(response, field)
+        ]
+        if missing:
+            raise NotCriRuntime(endpoint=self.endpoint, operation="version",
+                                detail=f"VersionResponse lacks {', '.join(missing)}")
+        return RuntimeVersion(
+            runtime_name=response.runtime_name,
+            runtime_version=response.runtime_version,
+            runtime_api_version=response.runtime_api_version,
+            version=response.version,
+        )
+
+    async def status(self, verbose: bool = False) -> RuntimeStatus:
+        response = await self._call(
+            "status", self._rt().Status, api_pb2.StatusRequest(verbose=verbose)
+        )
+        return RuntimeStatus(
+            conditions=[
+                RuntimeCondition(type=c.type, status=c.status, reason=c.reason, message=c.message)
+                for c in response.status.conditions
+            ],
+            info=dict(response.info),
+        )
+
+    async def run_pod_sandbox(
+        self, config: api_pb2.PodSandboxConfig, runtime_handler: str = ""
+    ) -> str:
+        """Returns the new sandbox's id. Twice the request timeout, as the Go kubelet."""
+        response = await self._call(
+            "run_podsandbox", self._rt().RunPodSandbox,
+            api_pb2.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler),
+            timeout=2 * self.request_timeout,
+        )
+        return response.pod_sandbox_id
+
+    async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        await self._call(
+            "stop_podsandbox", self._rt().StopPodSandbox,
+            api_pb2.StopPodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
+        )
+
+    async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
+        await self._call(
+            "remove_podsandbox", self._rt().RemovePodSandbox,
+            api_pb2.RemovePodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
+        )
+
+    async def pod_sandbox_status(
+        self, pod_sandbox_id: str, verbose: bool = False
+    ) -> api_pb2.PodSandboxStatusResponse:
+        return await self._call(
+            "podsandbox_status", self._rt().PodSandboxStatus,
+            api_pb2.PodSandboxStatusRequest(pod_sandbox_id=pod_sandbox_id, verbose=verbose),
+        )
+
+    async def list_pod_sandbox(
+        self, filter: api_pb2.PodSandboxFilter | None = None
+    ) -> list[api_pb2.PodSandbox]:
+        response = await self._call(
+            "list_podsandbox", self._rt().ListPodSandbox,
+            api_pb2.ListPodSandboxRequest(filter=filter),
+        )
+        return list(response.items)
+
+    async def create_container(
+        self,
+        pod_sandbox_id: str,
+        config: api_pb2.ContainerConfig,
+        sandbox_config: api_pb2.PodSandboxConfig,
+    ) -> str:
+        """Returns the new container's id."""
+        response = await self._call(
+            "create_container", self._rt().CreateContainer,
+            api_pb2.CreateContainerRequest(
+                pod_sandbox_id=pod_sandbox_id, config=config, sandbox_config=sandbox_config
+            ),
+        )
+        return response.container_id
+
+    async def start_container(self, container_id: str) -> None:
+        await self._call(
+            "start_container", self._rt().StartContainer,
+            api_pb2.StartContainerRequest(container_id=container_id),
+        )
+
+    async def stop_container(self, container_id: str, timeout: int) -> None:
+        """Stop with a grace period of `timeout` seconds (TERM, then KILL); the call's own
+        deadline is the request timeout plus the grace period, as in the Go kubelet."""
+        await self._call(
+            "stop_container", self._rt().StopContainer,
+            api_pb2.StopContainerRequest(container_id=container_id, timeout=timeout),
+            timeout=self.request_timeout + timeout,
+        )
+
+    async def remove_container(self, container_id: str) -> None:
+        await self._call(
+            "remove_container", self._rt().RemoveContainer,
+            api_pb2.RemoveContainerRequest(container_id=container_id),
+        )
+
+    async def list_containers(
+        self, filter: api_pb2.ContainerFilter | None = None
+    ) -> list[api_pb2.Container]:
+        response = await self._call(
+            "list_containers", self._rt().ListContainers,
+            api_pb2.ListContainersRequest(filter=filter),
+        )
+        return list(response.containers)
+
+    async def container_status(
+        self, container_id: str, verbose: bool = False
+    ) -> api_pb2.ContainerStatusResponse:
+        return await self._call(
+            "container_status", self._rt().ContainerStatus,
+            api_pb2.ContainerStatusRequest(container_id=container_id, verbose=verbose),
+        )
+
+    async def exec_sync(
+        self, container_id: str, cmd: Sequence[str], timeout: float
+    ) -> ExecSyncResult:
+        """Run `cmd` in the container and wait for it. A non-zero exit is a result, not an
+        error. `timeout` (seconds, rounded up; 0 = none) bounds the command: past it,
+        CommandTimedOut. The call's deadline is the request timeout plus `timeout`."""
+        seconds = math.ceil(timeout) if timeout > 0 else 0
+        try:
+            response = await self._call(
+                "exec_sync", self._rt().ExecSync,
+                api_pb2.ExecSyncRequest(container_id=container_id, cmd=list(cmd), timeout=seconds),
+                timeout=self.request_timeout + seconds if seconds else None,
+            )
+        except CriError as error:
+            if error.code == "DEADLINE_EXCEEDED" and seconds:
+                raise CommandTimedOut(endpoint=self.endpoint, cmd=list(cmd), timeout=timeout) from error
+            raise
+        return ExecSyncResult(
+            stdout=response.stdout, stderr=response.stderr, exit_code=response.exit_code
+        )
+
+    # -- ImageService -----------------------------------------------------------------
+
+    async def list_images(self, filter: api_pb2.ImageFilter | None = None) -> list[api_pb2.Image]:
+        response = await self._call(
+            "list_images", self._img().ListImages, api_pb2.ListImagesRequest(filter=filter)
+        )
+        return list(response.images)
+
+    async def image_status(
+        self, image: str, verbose: bool = False
+    ) -> api_pb2.ImageStatusResponse:
+        """`.image` is unset (HasField("image") is False) when the runtime lacks the image."""
+        return await self._call(
+            "image_status", self._img().ImageStatus,
+            api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=image), verbose=verbose),
+        )
+
+    async def pull_image(
+        self,
+        image: str,
+        auth: api_pb2.AuthConfig | None = None,
+        sandbox_config: api_pb2.PodSandboxConfig | None = None,
+    ) -> str:
+        """Returns the pulled image's reference. No deadline: pulls may take long (as in the
+        Go kubelet); cancel the calling trio task to give up."""
+        response = await self._call(
+            "pull_image", self._img().PullImage,
+            api_pb2.PullImageRequest(
+                image=api_pb2.ImageSpec(image=image), auth=auth, sandbox_config=sandbox_config
+            ),
+            timeout=None,
+        )
+        return response.image_ref
+
+    async def remove_image(self, image: str) -> None:
+        await self._call(
+            "remove_image", self._img().RemoveImage,
+            api_pb2.RemoveImageRequest(image=api_pb2.ImageSpec(image=image)),
+        )
+
+    async def image_fs_info(self) -> api_pb2.ImageFsInfoResponse:
+        return await self._call(
+            "image_fs_info", self._img().ImageFsInfo, api_pb2.ImageFsInfoRequest()
+        )
+
+    # -- the one place a call happens -------------------------------------------------
+
+    async def _call(
+        self,
+        operation: str,
+        rpc: Callable[..., Awaitable[T]],
+        request: Any,
+        *,
+        timeout: float | None | object = _REQUEST_TIMEOUT,
+    ) -> T:
+        deadline = self.request_timeout if timeout is _REQUEST_TIMEOUT else timeout
+        started = time.perf_counter()
+        failed = True
+        try:
+            response = await trio_asyncio.aio_as_trio(_invoke)(rpc, request, deadline)
+            failed = False
+            return response
+        except grpc.aio.AioRpcError as error:
+            raise classify(
+                error.code(), error.details() or "",
+                endpoint=self.endpoint, operation=operation, timeout=deadline,
+                connected=self._connected(),
+            ) from error
+        finally:
+            if self.metrics is not None:
+                self.metrics.record(operation, time.perf_counter() - started, failed=failed)
+
+    def _connected(self) -> bool:
+        channel = self._channel
+        return channel is not None and channel.get_state() == grpc.ChannelConnectivity.READY
+
+    def _rt(self) -> api_pb2_grpc.RuntimeServiceStub:
+        if self._runtime is None:
+            raise RuntimeError(f"CriClient({self.endpoint}) is not connected: call connect()")
+        return self._runtime
+
+    def _img(self) -> api_pb2_grpc.ImageServiceStub:
+        if self._images is None:
+            raise RuntimeError(f"CriClient({self.endpoint}) is not connected: call connect()")
+        return self._images
+
+
+async def _invoke(rpc: Callable[..., Awaitable[T]], request: Any, timeout: float | None) -> T:
+    # Runs on the asyncio side. wait_for_ready=False: fail at once with UNAVAILABLE when the
+    # runtime is not there, instead of queueing the call until its deadline.
+    return await rpc(request, timeout=timeout, wait_for_ready=False)
