@@ -9,6 +9,7 @@ from .spec import NO_BACKOFF, ChildSpec, Restart, RestartBackoff, RestartIntensi
 from .supervisor import (
     ActorContext,
     InjectedCrash,
+    NotRunning,
     RestartIntensityExceeded,
     Supervisor,
     SupervisorError,
@@ -25,6 +26,7 @@ __all__ = [
     "MailboxSpec",
     "MailboxTimeout",
     "NO_BACKOFF",
+    "NotRunning",
     "Registry",
     "Restart",
     "RestartBackoff",

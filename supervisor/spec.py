@@ -67,7 +67,8 @@ class RestartBackoff:
     def delay(self, consecutive_failures: int) -> float:
         if consecutive_failures <= 1:
             return 0.0
-        return min(self.initial * 2 ** (consecutive_failures - 2), self.maximum)
+        # The exponent is capped: a streak of thousands of failures must not overflow.
+        return min(self.initial * 2.0 ** min(consecutive_failures - 2, 64), self.maximum)
 
 
 NO_BACKOFF = RestartBackoff(initial=0.0, maximum=0.0)

@@ -30,6 +30,10 @@ class SupervisorError(Exception):
     pass
 
 
+class NotRunning(SupervisorError):
+    """The actor (or the supervisor asked to act on it) is not running right now."""
+
+
 class RestartIntensityExceeded(SupervisorError):
     """A supervisor gave up: its children needed more restarts than its intensity allows."""
 
@@ -295,14 +299,20 @@ class Supervisor:
         if incarnation.stop_requested or child.incarnation is not incarnation:
             return  # we stopped it ourselves; whoever asked decides what follows
         record = child.record
+        ran_for = trio.current_time() - incarnation.started_at
+        if ran_for >= self.backoff.reset_after:
+            child.consecutive_failures = 0
+        child.consecutive_failures += 1
         if error is not None:
             record.note_error(error)
+            # A traceback for the first failure of a streak; one line for the rest.
+            first = child.consecutive_failures == 1 and not isinstance(error, InjectedCrash)
             log.error(
                 "actor crashed: %s: %s",
                 type(error).__name__,
                 error,
-                extra={"actor": record.path},
-                exc_info=None if isinstance(error, InjectedCrash) else error,
+                extra={"actor": record.path, "consecutive_failures": child.consecutive_failures},
+                exc_info=error if first else None,
             )
         restart = child.spec.restart == "permanent" or (
             child.spec.restart == "transient" and error is not None
@@ -313,10 +323,6 @@ class Supervisor:
                 self._remove(child)
             return
         self._count_restart(child, error)
-        ran_for = trio.current_time() - incarnation.started_at
-        if ran_for >= self.backoff.reset_after:
-            child.consecutive_failures = 0
-        child.consecutive_failures += 1
         delay = self.backoff.delay(child.consecutive_failures)
         group = self._restart_group(child)
         for other in reversed(group):
@@ -366,7 +372,7 @@ class Supervisor:
 
     async def _call(self, action: Callable[[], Any]) -> Any:
         if self._nursery is None:
-            raise SupervisorError(f"supervisor {self.path} is not running")
+            raise NotRunning(f"supervisor {self.path} is not running")
         command = _Command(action)
         self._events_in.send_nowait(command)
         await command.done.wait()
@@ -424,7 +430,7 @@ class Supervisor:
             child = self._find(name)
             incarnation = child.incarnation
             if not child.running or incarnation is None or incarnation.scope is None:
-                raise SupervisorError(f"{child.record.path} is not running")
+                raise NotRunning(f"{child.record.path} is not running")
             incarnation.injected = InjectedCrash(
                 f"{child.record.path} crashed on purpose (fault injection)"
             )
@@ -443,8 +449,10 @@ class Supervisor:
         for depth, name in enumerate(parts[1:-1], start=1):
             child = supervisor._find(name)
             nested = child.incarnation.supervisor if child.incarnation else None
+            if child.spec.kind != "supervisor":
+                raise LookupError(f"{'/'.join(parts[: depth + 1])} is a worker: it has no children")
             if nested is None or not child.running:
-                raise LookupError(f"{'/'.join(parts[: depth + 1])} is not a running supervisor")
+                raise NotRunning(f"{'/'.join(parts[: depth + 1])} is not running (restarting?)")
             supervisor = nested
         supervisor._find(parts[-1])
         return supervisor, parts[-1]
@@ -462,6 +470,7 @@ class Supervisor:
 __all__ = [
     "ActorContext",
     "InjectedCrash",
+    "NotRunning",
     "RestartIntensityExceeded",
     "Supervisor",
     "SupervisorError",

@@ -13,7 +13,7 @@ import msgspec
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from pykubelet.actors.health import HealthBoard
-from pykubelet.supervisor import Supervisor, SupervisorError
+from pykubelet.supervisor import NotRunning, Supervisor
 
 from .http import Request, Response
 
@@ -88,6 +88,8 @@ class AdminRoutes:
             )
         try:
             owner, name = self._tree().locate(target)
+        except NotRunning as exc:
+            return _error(409, str(exc))
         except LookupError as exc:
             if target.strip("/") == self._tree().path:
                 return _error(400, f"{target} is the root: restart the daemon instead")
@@ -102,7 +104,7 @@ class AdminRoutes:
             return response
         try:
             await act(name)
-        except SupervisorError as exc:
+        except NotRunning as exc:
             return _error(409, str(exc))
         return Response.json(200, msgspec.json.encode(result))
 
