@@ -1,0 +1,384 @@
+"""The kubelet's configuration as types: KubeletConfiguration (kubelet.config.k8s.io/v1beta1,
+the --config file) and KubeletFlags (options that exist only as command-line flags).
+
+cli/config.py builds both from the command line and the file; every actor reads them. Field
+names on the wire are the Go kubelet's, defaults are SetDefaults_KubeletConfiguration's, and
+durations are Go duration strings ("1m30s") held as seconds (Duration, a float).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from typing import Annotated, Any
+
+import msgspec
+
+API_VERSION = "kubelet.config.k8s.io/v1beta1"
+KIND = "KubeletConfiguration"
+DEFAULT_ROOT_DIR = "/var/lib/pykubelet"
+DEFAULT_RUNTIME_ENDPOINT = "unix:///run/containerd/containerd.sock"
+EMBEDDED_RUNTIME = "embedded"
+LOGGING_FORMATS = ("text", "json")
+
+Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+UInt32 = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)]
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+# --- Go durations ---------------------------------------------------------------------
+
+
+class DurationError(ValueError):
+    """A string that Go's time.ParseDuration would refuse."""
+
+
+class Duration(float):
+    """A Go metav1.Duration, in seconds. Decodes from and encodes to "1m30s" strings."""
+
+    def __str__(self) -> str:
+        return format_duration(self)
+
+    def __repr__(self) -> str:
+        return f"Duration({format_duration(self)!r})"
+
+
+_NS_PER_UNIT = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,  # U+00B5 micro sign
+    "μs": 1_000,  # U+03BC Greek mu
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60 * 1_000_000_000,
+    "h": 3600 * 1_000_000_000,
+}
+_COMPONENT = re.compile(r"(\d*)(?:\.(\d*))?([^\d.]*)")
+_DURATION_HINT = 'a Go duration such as "1m30s", "10s" or "500ms" (units h, m, s, ms, us, ns)'
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def parse_duration(text: str) -> Duration:
+    """Go's time.ParseDuration: "2m", "1m30s", "1.5h", "500ms", "-1s", "0". Raises DurationError."""
+    if not isinstance(text, str):
+        raise DurationError(f"expected {_DURATION_HINT}, got {type(text).__name__} {text!r}")
+    invalid = f"invalid duration {_quote(text)}"
+    rest = text
+    sign = -1 if rest.startswith("-") else 1
+    rest = rest[1:] if rest[:1] in ("-", "+") else rest
+    if rest == "0":
+        return Duration(0.0)
+    if not rest:
+        raise DurationError(f"{invalid}: expected {_DURATION_HINT}")
+    total_ns = 0
+    pos = 0
+    while pos < len(rest):
+        match = _COMPONENT.match(rest, pos)
+        whole, frac, unit = match.group(1), match.group(2), match.group(3)
+        if not whole and not frac:
+            raise DurationError(f"{invalid}: expected {_DURATION_HINT}")
+        if not unit:
+            raise DurationError(f"{invalid}: missing unit; expected {_DURATION_HINT}")
+        if unit not in _NS_PER_UNIT:
+            raise DurationError(f"{invalid}: unknown unit {_quote(unit)}; expected {_DURATION_HINT}")
+        scale = _NS_PER_UNIT[unit]
+        total_ns += int(whole or 0) * scale
+        if frac:
+            total_ns += int(frac) * scale // 10 ** len(frac)
+        pos = match.end()
+    if total_ns > 2**63 - 1:
+        raise DurationError(f"{invalid}: longer than Go's maximum of about 292 years")
+    return Duration(sign * total_ns / 1e9)
+
+
+def format_duration(seconds: float) -> str:
+    """Go's Duration.String(): 60 -> "1m0s", 0.5 -> "500ms", 5400 -> "1h30m0s", 0 -> "0s"."""
+    ns = round(seconds * 1e9)
+    if ns == 0:
+        return "0s"
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+
+    def frac(value: int, digits: int) -> str:
+        whole, part = divmod(value, 10**digits)
+        tail = f"{part:0{digits}d}".rstrip("0")
+        return f"{whole}.{tail}" if tail else str(whole)
+
+    if ns < 1_000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000:
+        return f"{sign}{frac(ns, 3)}µs"
+    if ns < 1_000_000_000:
+        return f"{sign}{frac(ns, 6)}ms"
+    hours, ns = divmod(ns, 3600 * 1_000_000_000)
+    minutes, ns = divmod(ns, 60 * 1_000_000_000)
+    out = f"{frac(ns, 9)}s"
+    if hours or minutes:
+        out = f"{minutes}m{out}"
+    if hours:
+        out = f"{hours}h{out}"
+    return sign + out
+
+
+def dec_hook(type_: type, obj: Any) -> Any:
+    """msgspec decode hook for Duration (pass to msgspec.convert / msgspec.json.decode)."""
+    if type_ is Duration:
+        return parse_duration(obj)  # DurationError is a ValueError: msgspec adds the field path
+    raise NotImplementedError(f"cannot decode {type_!r}")
+
+
+def enc_hook(obj: Any) -> Any:
+    """msgspec encode hook: a Duration goes out as Go writes it ("1m0s")."""
+    if isinstance(obj, Duration):
+        return format_duration(obj)
+    raise NotImplementedError(f"cannot encode {type(obj)!r}")
+
+
+# --- KubeletConfiguration ----------------------------------------------------------------
+
+
+class _GoStruct(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True, frozen=True):
+    """Go JSON names (camelCase), strict decoding; subclasses inherit the settings."""
+
+
+class VModuleItem(_GoStruct):
+    file_pattern: str
+    verbosity: UInt32
+
+
+class LoggingConfiguration(_GoStruct):
+    """component-base logs/api/v1 LoggingConfiguration, as embedded under `logging:`."""
+
+    format: str = "text"
+    # Go takes a duration string or an integer of nanoseconds here; the loader turns both
+    # into a Duration before decoding.
+    flush_frequency: Duration = Duration(5.0)
+    verbosity: UInt32 = 0
+    vmodule: list[VModuleItem] = []
+    options: dict[str, Any] = {}  # [Alpha] per-format options; accepted, not used
+
+
+def _go(name: str, default: Any = msgspec.NODEFAULT, **kw: Any) -> Any:
+    """A field whose Go JSON name is not what rename="camel" makes of the Python name."""
+    return msgspec.field(default=default, name=name, **kw)
+
+
+class KubeletConfiguration(_GoStruct):
+    """The fields of kubelet.config.k8s.io/v1beta1 KubeletConfiguration that pykubelet honours.
+
+    Defaults are the Go kubelet's. Fields the Go type has and pykubelet does not implement are
+    listed in GO_ONLY_FIELDS: a file may carry them, the loader drops them with a warning.
+    """
+
+    api_version: str = API_VERSION
+    kind: str = KIND
+
+    # Pod sources
+    static_pod_path: str = ""
+    static_pod_url: str = _go("staticPodURL", "")
+    static_pod_url_header: dict[str, list[str]] = _go("staticPodURLHeader", default_factory=dict)
+    sync_frequency: Duration = Duration(60.0)
+    file_check_frequency: Duration = Duration(20.0)
+    http_check_frequency: Duration = Duration(20.0)
+
+    # Servers
+    enable_server: bool = True
+    address: str = "0.0.0.0"
+    port: Int32 = 10250
+    read_only_port: Int32 = 0  # 0 = off
+    enable_debugging_handlers: bool = True
+    healthz_port: Int32 = 10248  # 0 = off
+    healthz_bind_address: str = "127.0.0.1"
+
+    # Runtime
+    container_runtime_endpoint: str = DEFAULT_RUNTIME_ENDPOINT  # or "embedded" (pykubelet)
+    runtime_request_timeout: Duration = Duration(120.0)
+    pod_logs_dir: str = "/var/log/pods"
+    max_pods: Int32 = 110
+    pod_pids_limit: Int64 = -1
+    serialize_image_pulls: bool = True
+    max_parallel_image_pulls: Int32 | None = None
+    image_minimum_gc_age: Duration = _go("imageMinimumGCAge", Duration(120.0))
+    image_gc_high_threshold_percent: Int32 = _go("imageGCHighThresholdPercent", 85)
+    image_gc_low_threshold_percent: Int32 = _go("imageGCLowThresholdPercent", 80)
+
+    # Pod DNS
+    cluster_domain: str = ""
+    cluster_dns: list[str] = _go("clusterDNS", default_factory=list)
+    resolv_conf: str = "/etc/resolv.conf"  # "" = no DNS from the host
+
+    # Node and API server
+    register_node: bool = True
+    node_status_update_frequency: Duration = Duration(10.0)
+    node_status_report_frequency: Duration = Duration(300.0)
+    node_lease_duration_seconds: Int32 = 40
+    kube_api_qps: Int32 = _go("kubeAPIQPS", 50)
+    kube_api_burst: Int32 = _go("kubeAPIBurst", 100)
+    event_record_qps: Int32 = _go("eventRecordQPS", 50)
+    event_burst: Int32 = 100
+
+    logging: LoggingConfiguration = msgspec.field(default_factory=LoggingConfiguration)
+
+
+def go_field_names(struct_type: type[msgspec.Struct]) -> dict[str, str]:
+    """{Go JSON name: Python attribute} for a Struct type."""
+    return {f.encode_name: f.name for f in msgspec.structs.fields(struct_type)}
+
+
+_PYTHON_NAMES = go_field_names(KubeletConfiguration)
+
+
+# Fields of the Go v1beta1 KubeletConfiguration (k8s.io/kubelet/config/v1beta1/types.go) that
+# pykubelet does not implement. A real config file (kubeadm writes several) may carry them:
+# they are Go kubelet options, not typos, so the loader ignores them with a warning rather
+# than failing as it does for an unknown name.
+GO_ONLY_FIELDS = frozenset({
+    "allowedUnsafeSysctls", "authentication", "authorization", "cgroupDriver", "cgroupRoot",
+    "cgroupsPerQOS", "configMapAndSecretChangeDetectionStrategy", "containerLogMaxFiles",
+    "containerLogMaxSize", "containerLogMaxWorkers", "containerLogMonitorInterval",
+    "contentType", "cpuCFSQuota", "cpuCFSQuotaPeriod", "cpuManagerPolicy",
+    "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod", "crashLoopBackOff",
+    "draManagerReconcilePeriod", "enableContentionProfiling", "enableControllerAttachDetach",
+    "enableDebugFlagsHandler", "enableProfilingHandler", "enableSystemLogHandler",
+    "enableSystemLogQuery", "enforceNodeAllocatable", "evictionHard", "evictionMaxPodGracePeriod",
+    "evictionMinimumReclaim", "evictionPressureTransitionPeriod", "evictionSoft",
+    "evictionSoftGracePeriod", "failCgroupV1", "failSwapOn", "featureGates", "hairpinMode",
+    "imageMaximumGCAge", "imagePullCredentialsVerificationPolicy", "imageServiceEndpoint",
+    "iptablesDropBit", "iptablesMasqueradeBit", "kernelMemcgNotification", "kubeReserved",
+    "kubeReservedCgroup", "kubeletCgroups", "localStorageCapacityIsolation",
+    "makeIPTablesUtilChains", "maxOpenFiles", "memoryManagerPolicy", "memoryReservationPolicy",
+    "memorySwap", "memoryThrottlingFactor", "mergeDefaultEvictionSettings", "nodeStatusMaxImages",
+    "oomScoreAdj", "podCIDR", "podHousekeepingPeriod", "podsPerCore",
+    "preloadedImagesVerificationAllowlist", "protectKernelDefaults", "providerID",
+    "qosReserved", "registerWithTaints", "registryBurst", "registryPullQPS",
+    "reservedMemory", "reservedSystemCPUs", "rotateCertificates", "runOnce", "seccompDefault",
+    "serverTLSBootstrap", "showHiddenMetricsForVersion", "shutdownGracePeriod",
+    "shutdownGracePeriodByPodPriority", "shutdownGracePeriodCriticalPods", "singleProcessOOMKill",
+    "streamingConnectionIdleTimeout", "systemCgroups", "systemReserved", "systemReservedCgroup",
+    "tlsCertFile", "tlsCipherSuites", "tlsCurvePreferences", "tlsMinVersion",
+    "tlsPrivateKeyFile", "topologyManagerPolicy", "topologyManagerPolicyOptions",
+    "topologyManagerScope", "tracing", "userNamespaces", "volumePluginDir",
+    "volumeStatsAggPeriod",
+})  # fmt: skip
+
+# Go fields whose zero value SetDefaults_KubeletConfiguration replaces with the default (plain
+# values in Go, not pointers): `port: 0` in a file means 10250, `syncFrequency: 0s` means 1m.
+# Pointer fields (healthzPort, registerNode, enableServer, ...) keep an explicit 0 or false.
+_ZERO_MEANS_DEFAULT = (
+    "sync_frequency", "file_check_frequency", "http_check_frequency", "address", "port",
+    "healthz_bind_address", "node_status_update_frequency", "node_lease_duration_seconds",
+    "image_minimum_gc_age", "runtime_request_timeout", "max_pods", "kube_api_burst",
+    "event_burst", "container_runtime_endpoint", "pod_logs_dir",
+)  # fmt: skip
+
+
+def set_defaults(config: KubeletConfiguration, given: frozenset[str] | set[str]) -> KubeletConfiguration:
+    """SetDefaults_KubeletConfiguration applied to a decoded file.
+
+    `given` holds the Go names of the fields the file set; it matters where a Go default
+    depends on another field (nodeStatusReportFrequency, serializeImagePulls).
+    """
+    blank = KubeletConfiguration()
+    changes: dict[str, Any] = {}
+    for name in _ZERO_MEANS_DEFAULT:
+        if not getattr(config, name):
+            changes[name] = getattr(blank, name)
+    if config.pod_pids_limit < 0:
+        changes["pod_pids_limit"] = -1
+    if "nodeStatusReportFrequency" not in given or not config.node_status_report_frequency:
+        # Go, for backward compatibility: an explicit update frequency is the report one too.
+        update = config.node_status_update_frequency if "nodeStatusUpdateFrequency" in given else 0
+        changes["node_status_report_frequency"] = update or blank.node_status_report_frequency
+    if "serializeImagePulls" not in given:
+        parallel = config.max_parallel_image_pulls
+        changes["serialize_image_pulls"] = parallel is None or parallel < 2
+    logging = config.logging
+    if not logging.format or not logging.flush_frequency:
+        logging = msgspec.structs.replace(
+            logging,
+            format=logging.format or "text",
+            flush_frequency=logging.flush_frequency or Duration(5.0),
+        )
+        changes["logging"] = logging
+    return msgspec.structs.replace(config, **changes) if changes else config
+
+
+def validate_kubelet_configuration(config: KubeletConfiguration) -> list[tuple[str, str]]:
+    """The checks of Go's ValidateKubeletConfiguration that apply to pykubelet, plus its own
+    (periods must be positive, addresses must be IPs, the runtime endpoint must be usable).
+
+    Returns every problem as (Go field path, problem), as Go collects them all.
+    """
+    problems: list[tuple[str, str]] = []
+
+    def check(ok: bool, field: str, problem: str) -> None:
+        if not ok:
+            problems.append((field, problem))
+
+    for field, off in (("port", None), ("healthzPort", "disable"), ("readOnlyPort", "disable")):
+        value = getattr(config, _PYTHON_NAMES[field])
+        allowed = "between 1 and 65535" + (f", or 0 to {off} it" if off else "")
+        check(1 <= value <= 65535 or (off is not None and value == 0), field,
+              f"port {value} is out of range: must be {allowed}")  # fmt: skip
+    for field in ("address", "healthzBindAddress"):
+        value = getattr(config, _PYTHON_NAMES[field])
+        check(_is_ip(value), field, f"{_quote(value)} is not an IP address (e.g. 0.0.0.0 or ::)")
+    for field in ("syncFrequency", "fileCheckFrequency", "httpCheckFrequency", "runtimeRequestTimeout",
+                  "nodeStatusUpdateFrequency", "nodeStatusReportFrequency"):  # fmt: skip
+        value = getattr(config, _PYTHON_NAMES[field])
+        check(value > 0, field, f"{format_duration(value)} is too short: must be longer than 0s")
+    check(config.logging.flush_frequency > 0, "logging.flushFrequency", "must be longer than 0s")
+    check(config.image_minimum_gc_age >= 0, "imageMinimumGCAge", "must not be negative")
+    check(config.node_lease_duration_seconds > 0, "nodeLeaseDurationSeconds",
+          f"{config.node_lease_duration_seconds} must be greater than 0")  # fmt: skip
+    for field in ("maxPods", "kubeAPIQPS", "kubeAPIBurst", "eventRecordQPS", "eventBurst"):
+        value = getattr(config, _PYTHON_NAMES[field])
+        check(value >= 0, field, f"{value} must not be negative")
+    high, low = config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent
+    check(0 <= high <= 100, "imageGCHighThresholdPercent", f"{high} must be between 0 and 100")
+    check(0 <= low <= 100, "imageGCLowThresholdPercent", f"{low} must be between 0 and 100")
+    check(low < high, "imageGCLowThresholdPercent",
+          f"{low} must be less than imageGCHighThresholdPercent {high}")  # fmt: skip
+    parallel = config.max_parallel_image_pulls
+    check(parallel is None or parallel >= 1, "maxParallelImagePulls", f"{parallel} must be 1 or more")
+    check(not (config.serialize_image_pulls and parallel is not None and parallel > 1),
+          "maxParallelImagePulls", "must be 1 while serializeImagePulls is true")  # fmt: skip
+    check(config.logging.format in LOGGING_FORMATS, "logging.format",
+          f"{_quote(config.logging.format)} is not a logging format: use text or json")  # fmt: skip
+    endpoint = config.container_runtime_endpoint
+    check(endpoint == EMBEDDED_RUNTIME or (endpoint.startswith("unix:///") and len(endpoint) > 8),
+          "containerRuntimeEndpoint",
+          f"{_quote(endpoint)} is not a runtime endpoint pykubelet can use: "
+          f"give unix:///path/to/runtime.sock or {EMBEDDED_RUNTIME}")  # fmt: skip
+    return problems
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def encode_kubelet_configuration(config: KubeletConfiguration) -> bytes:
+    """JSON with the Go names and duration strings, as the Go kubelet's /configz shows it."""
+    return msgspec.json.encode(config, enc_hook=enc_hook)
+
+
+# --- KubeletFlags ------------------------------------------------------------------------
+
+
+class KubeletFlags(msgspec.Struct, kw_only=True, frozen=True):
+    """Options that exist only as flags in the Go kubelet (its KubeletFlags), plus ours."""
+
+    config: str | None = None  # --config: path of the KubeletConfiguration file
+    kubeconfig: str | None = None  # absent: standalone mode (no API server)
+    root_dir: str = DEFAULT_ROOT_DIR
+    hostname_override: str | None = None
+    node_ip: tuple[str, ...] = ()  # --node-ip: one address, or one of each family
+    node_labels: dict[str, str] = {}
+    enable_fault_injection: bool = False  # pykubelet: allows POST /debug/actors/{path}/crash

@@ -1,0 +1,221 @@
+"""KubeletConfiguration: Go names and defaults, Go durations, defaulting and validation."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+
+from pykubelet.messages.config import (
+    GO_ONLY_FIELDS,
+    Duration,
+    DurationError,
+    KubeletConfiguration,
+    KubeletFlags,
+    LoggingConfiguration,
+    dec_hook,
+    encode_kubelet_configuration,
+    format_duration,
+    go_field_names,
+    parse_duration,
+    set_defaults,
+    validate_kubelet_configuration,
+)
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("2m", 120.0),
+        ("10s", 10.0),
+        ("1m30s", 90.0),
+        ("500ms", 0.5),
+        ("1.5h", 5400.0),
+        ("1h2m3.5s", 3723.5),
+        (".5s", 0.5),
+        ("1.s", 1.0),
+        ("250us", 0.00025),
+        ("250µs", 0.00025),
+        ("7ns", 7e-9),
+        ("-1s", -1.0),
+        ("+3s", 3.0),
+        ("0", 0.0),
+    ],
+)
+def test_go_durations_parse_to_seconds(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+    assert isinstance(parse_duration(text), Duration)
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("", "invalid duration"),
+        ("10", "missing unit"),
+        ("5x", 'unknown unit "x"'),
+        ("1d", 'unknown unit "d"'),
+        ("s", "invalid duration"),
+        ("1m 30s", 'unknown unit "m "'),
+    ],
+)
+def test_bad_durations_are_refused_with_the_go_form_to_use(text, problem):
+    with pytest.raises(DurationError) as caught:
+        parse_duration(text)
+    assert problem in str(caught.value)
+    assert '"1m30s"' in str(caught.value)
+
+
+def test_a_duration_longer_than_go_can_hold_is_refused():
+    with pytest.raises(DurationError, match="292 years"):
+        parse_duration("9999999999h")
+
+
+def test_a_number_is_not_a_duration():
+    with pytest.raises(DurationError, match="got int 60"):
+        parse_duration(60)
+
+
+@pytest.mark.parametrize(
+    "seconds, text",
+    [(60, "1m0s"), (0, "0s"), (0.5, "500ms"), (5400, "1h30m0s"), (90.25, "1m30.25s"), (1.5e-6, "1.5µs"),
+     (-2, "-2s"), (10, "10s")],
+)  # fmt: skip
+def test_durations_format_as_go_prints_them(seconds, text):
+    assert format_duration(seconds) == text
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_defaults_are_the_go_kubelets():
+    config = KubeletConfiguration()
+    assert (config.api_version, config.kind) == ("kubelet.config.k8s.io/v1beta1", "KubeletConfiguration")
+    assert config.sync_frequency == 60
+    assert config.file_check_frequency == 20
+    assert config.http_check_frequency == 20
+    assert config.node_status_update_frequency == 10
+    assert config.node_status_report_frequency == 300
+    assert config.runtime_request_timeout == 120
+    assert (config.address, config.port, config.read_only_port) == ("0.0.0.0", 10250, 0)
+    assert (config.healthz_bind_address, config.healthz_port) == ("127.0.0.1", 10248)
+    assert config.container_runtime_endpoint == "unix:///run/containerd/containerd.sock"
+    assert config.max_pods == 110
+    assert config.pod_pids_limit == -1
+    assert config.register_node is True and config.enable_server is True
+    assert config.node_lease_duration_seconds == 40
+    assert (config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent) == (85, 80)
+    assert config.logging == LoggingConfiguration(format="text", flush_frequency=Duration(5), verbosity=0)
+    assert validate_kubelet_configuration(config) == []
+
+
+def test_flags_default_to_standalone_mode_under_var_lib_pykubelet():
+    flags = KubeletFlags()
+    assert flags.kubeconfig is None
+    assert flags.root_dir == "/var/lib/pykubelet"
+    assert flags.enable_fault_injection is False
+    assert (flags.hostname_override, flags.node_ip, flags.node_labels) == (None, (), {})
+
+
+def test_field_names_on_the_wire_are_the_go_names():
+    names = go_field_names(KubeletConfiguration)
+    for go_name in ("apiVersion", "healthzPort", "healthzBindAddress", "staticPodURL", "staticPodURLHeader",
+                    "runtimeRequestTimeout", "containerRuntimeEndpoint", "nodeStatusUpdateFrequency",
+                    "readOnlyPort", "maxPods", "registerNode", "imageGCHighThresholdPercent",
+                    "kubeAPIQPS", "clusterDNS", "resolvConf", "logging"):  # fmt: skip
+        assert go_name in names
+    assert not set(names) & GO_ONLY_FIELDS
+
+
+def test_decoding_is_strict_about_names_and_types():
+    decode = lambda raw: msgspec.convert(raw, KubeletConfiguration, dec_hook=dec_hook)  # noqa: E731
+    assert decode({"syncFrequency": "1m30s", "staticPodURL": "http://x"}).sync_frequency == 90
+    with pytest.raises(msgspec.ValidationError, match="unknown field `helthzPort`"):
+        decode({"helthzPort": 1})
+    with pytest.raises(msgspec.ValidationError, match="unknown field `staticPodUrl`"):
+        decode({"staticPodUrl": "http://x"})
+    with pytest.raises(msgspec.ValidationError, match="Expected `int`, got `str`"):
+        decode({"healthzPort": "10248"})
+    with pytest.raises(msgspec.ValidationError, match=r"invalid duration .* at `\$.syncFrequency`"):
+        decode({"syncFrequency": "5x"})
+    with pytest.raises(msgspec.ValidationError, match="<= 2147483647"):
+        decode({"port": 2**31})
+
+
+def test_the_encoded_form_is_the_go_one():
+    encoded = json.loads(encode_kubelet_configuration(KubeletConfiguration()))
+    assert encoded["syncFrequency"] == "1m0s"
+    assert encoded["runtimeRequestTimeout"] == "2m0s"
+    assert encoded["logging"]["flushFrequency"] == "5s"
+    assert encoded["staticPodURL"] == "" and encoded["healthzPort"] == 10248
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        # Go replaces the zero value of a plain (non-pointer) field with the default ...
+        (dict(port=0), dict(port=10250)),
+        (dict(max_pods=0), dict(max_pods=110)),
+        (dict(sync_frequency=Duration(0)), dict(sync_frequency=60)),
+        (dict(address=""), dict(address="0.0.0.0")),
+        (dict(container_runtime_endpoint=""),
+         dict(container_runtime_endpoint="unix:///run/containerd/containerd.sock")),
+        (dict(pod_pids_limit=-5), dict(pod_pids_limit=-1)),
+        # ... but keeps an explicit zero or false of a pointer field.
+        (dict(healthz_port=0), dict(healthz_port=0)),
+        (dict(register_node=False), dict(register_node=False)),
+        (dict(read_only_port=0), dict(read_only_port=0)),
+    ],
+)
+def test_set_defaults_replaces_zero_values_where_go_does(given, expected):
+    config = set_defaults(KubeletConfiguration(**given), frozenset())
+    for name, value in expected.items():
+        assert getattr(config, name) == value
+
+
+def test_an_explicit_node_status_update_frequency_is_the_report_frequency_too():
+    config = KubeletConfiguration(node_status_update_frequency=Duration(20))
+    assert set_defaults(config, {"nodeStatusUpdateFrequency"}).node_status_report_frequency == 20
+    assert set_defaults(config, set()).node_status_report_frequency == 300
+    both = msgspec.structs.replace(config, node_status_report_frequency=Duration(60))
+    given = {"nodeStatusUpdateFrequency", "nodeStatusReportFrequency"}
+    assert set_defaults(both, given).node_status_report_frequency == 60
+
+
+def test_parallel_image_pulls_turn_serial_pulls_off_unless_set():
+    config = KubeletConfiguration(max_parallel_image_pulls=3)
+    assert set_defaults(config, {"maxParallelImagePulls"}).serialize_image_pulls is False
+    given = {"maxParallelImagePulls", "serializeImagePulls"}
+    assert set_defaults(config, given).serialize_image_pulls is True
+
+
+@pytest.mark.parametrize(
+    "changes, field, problem",
+    [
+        (dict(port=0), "port", "must be between 1 and 65535"),
+        (dict(port=65536), "port", "port 65536 is out of range"),
+        (dict(healthz_port=-1), "healthzPort", "or 0 to disable it"),
+        (dict(read_only_port=70000), "readOnlyPort", "or 0 to disable it"),
+        (dict(address="localhost"), "address", '"localhost" is not an IP address'),
+        (dict(healthz_bind_address="::x"), "healthzBindAddress", "not an IP address"),
+        (dict(sync_frequency=Duration(0)), "syncFrequency", "longer than 0s"),
+        (dict(runtime_request_timeout=Duration(-1)), "runtimeRequestTimeout", "longer than 0s"),
+        (dict(max_pods=-1), "maxPods", "must not be negative"),
+        (dict(node_lease_duration_seconds=0), "nodeLeaseDurationSeconds", "greater than 0"),
+        (dict(image_gc_low_threshold_percent=90), "imageGCLowThresholdPercent", "less than imageGCHigh"),
+        (dict(image_gc_high_threshold_percent=101), "imageGCHighThresholdPercent", "between 0 and 100"),
+        (dict(max_parallel_image_pulls=0, serialize_image_pulls=False), "maxParallelImagePulls", "1 or more"),
+        (dict(max_parallel_image_pulls=2), "maxParallelImagePulls", "serializeImagePulls"),
+        (dict(logging=LoggingConfiguration(format="xml")), "logging.format", "use text or json"),
+        (dict(container_runtime_endpoint="tcp://127.0.0.1:1"), "containerRuntimeEndpoint", "unix:///"),
+        (dict(container_runtime_endpoint="unix://"), "containerRuntimeEndpoint", "unix:///"),
+    ],
+)
+def test_validation_names_the_field_and_the_problem(changes, field, problem):
+    problems = validate_kubelet_configuration(KubeletConfiguration(**changes))
+    assert [name for name, _ in problems] == [field]
+    assert problem in problems[0][1]
+
+
+@pytest.mark.parametrize("changes", [dict(healthz_port=0), dict(read_only_port=10255), dict(address="::"),
+                                     dict(container_runtime_endpoint="embedded")])  # fmt: skip
+def test_validation_accepts_what_go_accepts(changes):
+    assert validate_kubelet_configuration(KubeletConfiguration(**changes)) == []
