@@ -1,0 +1,445 @@
+"""pykubelet-inspect: rendering of the tree and the pods, the operator's error messages, and
+end to end against a small HTTP server on a unix socket standing in for the daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import socketserver
+import tempfile
+import threading
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler
+
+import msgspec
+import pytest
+from rich.console import Console
+
+from pykubelet.cli import inspect
+from pykubelet.cli.inspect import AdminClient, InspectError, PodList, main
+from pykubelet.messages.supervision import ActorSnapshot, ErrorInfo, MailboxStats
+
+NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def snapshot() -> ActorSnapshot:
+    return ActorSnapshot(
+        name="root",
+        path="root",
+        kind="supervisor",
+        strategy="rest_for_one",
+        state="running",
+        restarts=0,
+        started_at="2025-01-01T11:00:00.000Z",
+        children=[
+            ActorSnapshot(name="runtime-link", path="root/runtime-link", kind="worker",
+                          state="running", restarts=0),
+            ActorSnapshot(
+                name="sources", path="root/sources", kind="supervisor", strategy="one_for_one",
+                state="running", restarts=1,
+                children=[
+                    ActorSnapshot(name="file", path="root/sources/file", kind="worker",
+                                  state="stopped", restarts=0),
+                ],
+            ),
+            ActorSnapshot(
+                name="sync-loop", path="root/sync-loop", kind="worker", state="restarting",
+                restarts=3,
+                last_error=ErrorInfo(type="InjectedCrash", message="crashed on purpose",
+                                     at="2025-01-01T11:59:00.000Z"),
+                mailbox=MailboxStats(depth=7, capacity=256, received=1234),
+            ),
+            ActorSnapshot(name="gc", path="root/gc", kind="worker", state="failed", restarts=11),
+        ],
+    )
+
+
+def as_text(renderable) -> str:
+    console = Console(record=True, width=120)
+    console.print(renderable)
+    return console.export_text()
+
+
+def pod(name, *, namespace="default", containers=("app",), statuses=(), phase="Running",
+        age=timedelta(minutes=5), deleting=False):
+    meta = {"name": name, "namespace": namespace,
+            "creationTimestamp": (NOW - age).isoformat().replace("+00:00", "Z")}
+    if deleting:
+        meta["deletionTimestamp"] = NOW.isoformat()
+    return {"metadata": meta, "spec": {"containers": [{"name": c} for c in containers]},
+            "status": {"phase": phase, "containerStatuses": list(statuses)}}
+
+
+def container(name, *, ready=True, restarts=0, waiting=None, terminated=None):
+    state = {"running": {}}
+    if waiting:
+        state = {"waiting": {"reason": waiting}}
+    if terminated:
+        state = {"terminated": terminated}
+    return {"name": name, "ready": ready, "restartCount": restarts, "state": state}
+
+
+def pod_list(*items) -> bytes:
+    return json.dumps({"kind": "PodList", "apiVersion": "v1", "items": list(items)}).encode()
+
+
+# -- rendering ----------------------------------------------------------------------------
+
+
+def test_tree_shows_every_actor_with_kind_state_restarts_mailbox_and_last_error():
+    lines = as_text(inspect.render_tree(snapshot())).splitlines()
+    text = "\n".join(lines)
+    assert "root  supervisor rest_for_one  running  restarts 0" in lines[0]
+    assert "sources  supervisor one_for_one  running  restarts 1" in text
+    assert "file  stopped  restarts 0" in text
+    assert "sync-loop  restarting  restarts 3  mailbox 7/256 received 1234" in text
+    assert "last error InjectedCrash: crashed on purpose at 2025-01-01T11:59:00.000Z" in text
+    assert "gc  failed  restarts 11" in text
+    # nesting: file is drawn under sources, deeper than sources itself
+    indent = {name: next(l.index(name) for l in lines if name + "  " in l) for name in ("sources", "file")}
+    assert indent["file"] > indent["sources"]
+
+
+@pytest.mark.parametrize(
+    "state, style",
+    [("running", "green"), ("restarting", "yellow"), ("failed", "bold red"), ("stopped", "dim")],
+)
+def test_state_is_coloured(state, style):
+    label = inspect.actor_label(ActorSnapshot(name="a", path="root/a", kind="worker",
+                                              state=state, restarts=0))
+    styled = {label.plain[span.start:span.end]: str(span.style) for span in label.spans}
+    assert styled[state] == style
+
+
+def test_pods_table_shows_ready_status_restarts_and_age():
+    pods = msgspec.json.decode(
+        pod_list(
+            pod("web", statuses=[container("app"), container("sidecar")],
+                containers=("app", "sidecar"), age=timedelta(hours=3, minutes=5)),
+            pod("crashy", namespace="kube-system",
+                statuses=[container("app", ready=False, restarts=4, waiting="CrashLoopBackOff")],
+                age=timedelta(seconds=42)),
+            pod("done", statuses=[container("app", ready=False,
+                                            terminated={"exitCode": 0, "reason": "Completed"})],
+                phase="Succeeded", age=timedelta(days=3)),
+            pod("leaving", statuses=[container("app")], deleting=True),
+            pod("new", statuses=[], phase="Pending"),
+        ),
+        type=PodList,
+    )
+    rows = [line.split() for line in as_text(inspect.render_pods(pods, NOW)).splitlines()]
+    assert rows[0] == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert rows[1:] == [
+        ["default", "web", "2/2", "Running", "0", "3h5m"],
+        ["kube-system", "crashy", "0/1", "CrashLoopBackOff", "4", "42s"],
+        ["default", "done", "0/1", "Completed", "0", "3d"],
+        ["default", "leaving", "1/1", "Terminating", "0", "5m"],
+        ["default", "new", "0/1", "Pending", "0", "5m"],
+    ]
+
+
+def test_no_pods_says_so():
+    assert as_text(inspect.render_pods(PodList(kind="PodList"), NOW)).strip() == "No pods."
+
+
+@pytest.mark.parametrize(
+    "seconds, age",
+    [(0, "0s"), (119, "119s"), (150, "2m30s"), (600, "10m"), (3 * 3600, "3h"),
+     (7 * 3600 + 60, "7h1m"), (30 * 3600, "30h"), (50 * 3600, "2d2h"), (10 * 86400, "10d"),
+     (800 * 86400, "2y")],
+)
+def test_age_reads_like_kubectl(seconds, age):
+    assert inspect.human_age(seconds) == age
+
+
+# -- a stand-in daemon on a unix socket ---------------------------------------------------
+
+
+@pytest.fixture
+def sock_dir():
+    # Unix socket paths are limited to ~107 bytes; pytest's tmp_path can be longer.
+    path = tempfile.mkdtemp(prefix="pki-", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class FakeDaemon(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str) -> None:
+        self.routes: dict[tuple[str, str], tuple[int, str, bytes]] = {}
+        self.requests: list[tuple[str, str]] = []
+        super().__init__(path, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def _answer(self) -> None:
+        self.server.requests.append((self.command, self.path))
+        status, content_type, body = self.server.routes.get(
+            (self.command, self.path), (404, "text/plain", b"no such endpoint\n")
+        )
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args) -> None:  # unix peers have no address to log
+        pass
+
+
+@pytest.fixture
+def daemon(sock_dir, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # rich would wrap the tree at 80
+    server = FakeDaemon(os.path.join(sock_dir, "pykubelet.sock"))
+    os.chmod(server.server_address, 0o600)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def serve_json(daemon, method, path, body, status=200):
+    daemon.routes[(method, path)] = (status, "application/json", body)
+
+
+# -- end to end ---------------------------------------------------------------------------
+
+
+def test_tree_end_to_end(daemon, capsys):
+    serve_json(daemon, "GET", "/debug/actors", msgspec.json.encode(snapshot()))
+    assert main(["--socket", daemon.server_address, "tree"]) == 0
+    out = capsys.readouterr().out
+    assert "sync-loop  restarting  restarts 3" in out
+    assert "last error InjectedCrash: crashed on purpose" in out
+    assert daemon.requests == [("GET", "/debug/actors")]
+
+
+def test_tree_json_is_the_snapshot_as_served_pretty_printed(daemon, capsys):
+    served = msgspec.json.encode(snapshot())
+    serve_json(daemon, "GET", "/debug/actors", served)
+    assert main(["--socket", daemon.server_address, "tree", "-o", "json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out) == json.loads(served)
+    assert out.startswith('{\n  "name": "root",')
+
+
+def test_pods_end_to_end(daemon, capsys):
+    serve_json(daemon, "GET", "/pods", pod_list())
+    assert main(["--socket", daemon.server_address, "pods"]) == 0
+    assert capsys.readouterr().out.strip() == "No pods."
+    serve_json(daemon, "GET", "/pods", pod_list(pod("web", statuses=[container("app")])))
+    assert main(["--socket", daemon.server_address, "pods"]) == 0
+    out = capsys.readouterr().out
+    assert out.split("\n")[1].split()[:5] == ["default", "web", "1/1", "Running", "0"]
+
+
+def test_crash_and_restart_post_to_the_actor_path(daemon, capsys):
+    serve_json(daemon, "POST", "/debug/actors/root/sources/file/crash",
+               b'{"path": "root/sources/file", "result": "crashed"}')
+    serve_json(daemon, "POST", "/debug/actors/root/pleg/restart",
+               b'{"path": "root/pleg", "result": "restarted"}')
+    assert main(["--socket", daemon.server_address, "crash", "root/sources/file"]) == 0
+    assert main(["--socket", daemon.server_address, "restart", "/root/pleg"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "root/sources/file: crashed",
+        "root/pleg: restarted",
+    ]
+    assert daemon.requests == [
+        ("POST", "/debug/actors/root/sources/file/crash"),
+        ("POST", "/debug/actors/root/pleg/restart"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "status, content_type, body, message",
+    [
+        (403, "application/json",
+         b'{"error": "fault injection is off: start the daemon with --enable-fault-injection"}',
+         "403 Forbidden: fault injection is off: start the daemon with --enable-fault-injection"),
+        (404, "text/plain", b"no actor at root/nope\n", "404 Not Found: no actor at root/nope"),
+        (409, "application/json", b'{"error": "root/gc is not running"}',
+         "409 Conflict: root/gc is not running"),
+    ],
+)
+def test_daemon_refusal_prints_its_message_and_exits_1(daemon, capsys, status, content_type,
+                                                       body, message):
+    daemon.routes[("POST", "/debug/actors/root/gc/crash")] = (status, content_type, body)
+    assert main(["--socket", daemon.server_address, "crash", "root/gc"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"pykubelet-inspect: POST /debug/actors/root/gc/crash: {message}\n"
+
+
+def test_non_json_answer_is_a_clear_error(daemon, capsys):
+    daemon.routes[("GET", "/debug/actors")] = (200, "text/html", b"<html>hello</html>")
+    assert main(["--socket", daemon.server_address, "tree"]) == 1
+    assert capsys.readouterr().err == (
+        "pykubelet-inspect: GET /debug/actors: the answer is not JSON (it starts '<html>hello</html>')\n"
+    )
+
+
+def test_json_that_is_not_a_snapshot_is_a_clear_error(daemon, capsys):
+    serve_json(daemon, "GET", "/debug/actors", b'{"name": "root"}')
+    assert main(["--socket", daemon.server_address, "tree"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pykubelet-inspect: GET /debug/actors: the answer is not a ActorSnapshot")
+    assert "Traceback" not in err
+
+
+def test_watch_redraws_until_ctrl_c_and_shows_a_daemon_that_went_away(daemon, capsys, monkeypatch):
+    serve_json(daemon, "GET", "/debug/actors", msgspec.json.encode(snapshot()))
+    sleeps = []
+
+    def fake_sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 1:
+            daemon.routes[("GET", "/debug/actors")] = (500, "text/plain", b"snapshot failed")
+        else:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(inspect.time, "sleep", fake_sleep)
+    argv = ["--socket", daemon.server_address, "tree", "--watch", "--interval", "0.25"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert sleeps == [0.25, 0.25]
+    assert "sync-loop  restarting  restarts 3" in out  # the last good tree stays up
+    assert "unreachable: GET /debug/actors: 500 Internal Server Error: snapshot failed" in out
+    assert len(daemon.requests) == 2
+
+
+# -- the operator's error messages --------------------------------------------------------
+
+
+def test_missing_socket_says_start_the_daemon_or_pass_socket(sock_dir, capsys):
+    path = os.path.join(sock_dir, "pykubelet.sock")
+    assert main(["--socket", path, "tree"]) == 1
+    assert capsys.readouterr().err == (
+        f"pykubelet-inspect: no admin socket at {path}: is the daemon running? start it with "
+        f"`pykubelet run`, or pass --socket <root-dir>/pykubelet.sock\n"
+    )
+
+
+def test_default_socket_is_under_var_lib_pykubelet():
+    assert AdminClient().socket == "/var/lib/pykubelet/pykubelet.sock"
+
+
+def test_stale_socket_says_the_daemon_is_not_running(sock_dir, capsys):
+    path = os.path.join(sock_dir, "pykubelet.sock")
+    with socket.socket(socket.AF_UNIX) as stale:
+        stale.bind(path)  # bound, never listening: what a killed daemon leaves behind
+    assert main(["--socket", path, "pods"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"pykubelet-inspect: nothing is listening on {path}: the daemon is not running "
+        f"(stale socket left behind); start it with `pykubelet run`\n"
+    )
+
+
+def test_a_file_that_is_not_a_socket_is_named(sock_dir, capsys):
+    path = os.path.join(sock_dir, "pykubelet.sock")
+    open(path, "w").close()
+    assert main(["--socket", path, "tree"]) == 1
+    assert capsys.readouterr().err.startswith(f"pykubelet-inspect: {path} is not a unix socket")
+
+
+def test_a_daemon_that_never_answers_times_out(sock_dir, capsys):
+    path = os.path.join(sock_dir, "pykubelet.sock")
+    with socket.socket(socket.AF_UNIX) as hung:
+        hung.bind(path)
+        hung.listen()  # the kernel accepts the connection; nobody reads the request
+        assert main(["--socket", path, "--timeout", "0.2", "tree"]) == 1
+    assert capsys.readouterr().err == (
+        f"pykubelet-inspect: GET /debug/actors: the admin socket {path} did not answer "
+        f"within 0.2s (daemon hung or overloaded? try --timeout)\n"
+    )
+
+
+def test_permission_denied_names_the_socket_and_its_owner(sock_dir):
+    """Connects as another user than the socket's owner, as the kernel sees it: as root
+    (who may connect anywhere) the check runs in a forked child that became nobody."""
+    path = os.path.join(sock_dir, "pykubelet.sock")
+    os.chmod(sock_dir, 0o755)
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(path)
+        os.chmod(path, 0o600)
+        listening.listen()
+        if os.geteuid() != 0:
+            os.chmod(path, 0o000)  # the owner is refused too: the same EACCES
+            message = _inspect_error(path)
+        else:
+            message = _inspect_error_as_nobody(path)
+    owner = __import__("pwd").getpwuid(os.stat(sock_dir).st_uid).pw_name
+    assert message == (
+        f"permission denied on admin socket {path}: it is mode 0600, owned by {owner} "
+        f"(the daemon's user); run pykubelet-inspect as that user or as root"
+    )
+
+
+def _inspect_error(path: str) -> str:
+    client = AdminClient(socket=path, timeout=2)
+    try:
+        client.actors()
+    except InspectError as exc:
+        return str(exc)
+    finally:
+        client.close()
+    return "no error"
+
+
+def _inspect_error_as_nobody(path: str) -> str:
+    # Walk the connect path once as root first: nobody cannot read the Python install
+    # under /root to import what httpx loads lazily.
+    stale = os.path.join(os.path.dirname(path), "stale.sock")
+    with socket.socket(socket.AF_UNIX) as unused:
+        unused.bind(stale)
+    _inspect_error(stale)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_end)
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                message = _inspect_error(path)
+            except BaseException as exc:
+                message = f"child failed: {exc!r}"
+            os.write(write_end, message.encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as reader:
+        message = reader.read()
+    os.waitpid(pid, 0)
+    return message
+
+
+def test_address_targets_an_http_endpoint(capsys):
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    assert main(["--address", f"http://127.0.0.1:{port}", "pods"]) == 1
+    assert capsys.readouterr().err == (
+        f"pykubelet-inspect: nothing answers at http://127.0.0.1:{port}: is the daemon "
+        f"running, with --read-only-port (or --port) set to that port?\n"
+    )
+
+
+def test_address_must_be_an_http_url(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--address", "127.0.0.1:10255", "pods"])
+    assert exit_.value.code == 2
+    assert "--address 127.0.0.1:10255: give an http:// or https:// URL" in capsys.readouterr().err
+
+
+def test_watch_does_not_combine_with_json(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["tree", "--watch", "-o", "json"])
+    assert exit_.value.code == 2
+    assert "does not combine with -o json" in capsys.readouterr().err
