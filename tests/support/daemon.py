@@ -1,0 +1,99 @@
+"""The pykubelet daemon as a subprocess, for end-to-end tests: started through its console
+script, addressed by its admin socket and healthz port, always ended at teardown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+SCRIPTS = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def console_script(name: str) -> str:
+    path = SCRIPTS / name
+    if not path.exists():
+        raise RuntimeError(f"{path} is missing: install the project with `pip install -e .[test]`")
+    return str(path)
+
+
+class DaemonProcess:
+    def __init__(self, root_dir: Path, *args: str) -> None:
+        self.root_dir = root_dir
+        self.healthz_port = free_port()
+        self.log_path = root_dir.parent / f"{root_dir.name}.log"
+        self.argv = [
+            console_script("pykubelet"),
+            "run",
+            f"--root-dir={root_dir}",
+            f"--healthz-port={self.healthz_port}",
+            *args,
+        ]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def admin_socket(self) -> str:
+        return str(self.root_dir / "pykubelet.sock")
+
+    def start(self) -> DaemonProcess:
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.wait_for(lambda: os.path.exists(self.admin_socket), "the admin socket to appear")
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def healthz(self) -> httpx.Response:
+        return httpx.get(f"http://127.0.0.1:{self.healthz_port}/healthz", timeout=5)
+
+    def admin(self, method: str, path: str) -> httpx.Response:
+        transport = httpx.HTTPTransport(uds=self.admin_socket)
+        with httpx.Client(transport=transport, base_url="http://admin", timeout=5) as client:
+            return client.request(method, path)
+
+    def inspect(self, *args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [console_script("pykubelet-inspect"), "--socket", self.admin_socket, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+
+    def wait_for(self, condition, what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"daemon exited ({self.process.returncode}) waiting for {what}:\n{self.log()}")
+            try:
+                if condition():
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}:\n{self.log()}")
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        if getattr(self, "_log", None):
+            self._log.close()
