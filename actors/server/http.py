@@ -20,6 +20,7 @@ log = logging.getLogger("pykubelet.server")
 
 MAX_BODY = 1 << 20
 IDLE_TIMEOUT = 60.0
+WRITE_TIMEOUT = 2.0
 
 
 @dataclass
@@ -68,7 +69,10 @@ async def serve_connection(stream: trio.abc.Stream, handler: Handler) -> None:
             except Exception as exc:  # a broken route must not take the server down
                 log.exception("request failed", extra={"path": request.path})
                 response = Response.text(500, f"internal error: {type(exc).__name__}: {exc}\n")
-            await _write_response(conn, stream, response)
+            # An answer already decided is delivered even if the server is being stopped
+            # (crashing an actor started before the server restarts the server too).
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + WRITE_TIMEOUT):
+                await _write_response(conn, stream, response)
             if response.after is not None:
                 await response.after()
                 return

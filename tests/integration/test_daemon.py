@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -131,3 +132,24 @@ def test_bad_configuration_exits_2_with_one_clear_line(tmp_path):
     assert result.returncode == 2
     assert str(config) in result.stderr and "healthzPort" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_root_that_gives_up_stops_the_daemon_with_exit_1_and_says_why(tmp_path, daemon_factory):
+    import httpx
+
+    daemon = daemon_factory(f"--container-runtime-endpoint=unix://{tmp_path / 'none.sock'}", "--enable-fault-injection")
+    crashes = 0
+    for _ in range(200):  # bounded: the root gives up after 11 restarts within 30s
+        if daemon.process.poll() is not None:
+            break
+        try:
+            if daemon.admin("POST", "/debug/actors/root/runtime-link/crash").status_code == 200:
+                crashes += 1
+        except httpx.TransportError:
+            pass  # the server is being restarted with the link (rest_for_one)
+        time.sleep(0.05)
+    assert daemon.process.wait(timeout=30) == 1
+    assert crashes == 11
+    log = daemon.log()
+    assert "supervisor root gave up: 11 restarts within 30s, the last of root/runtime-link" in log
+    assert not os.path.exists(daemon.admin_socket)
