@@ -1,0 +1,93 @@
+"""The pod lifecycle's mailbox protocols: sources -> pod config -> sync loop -> pod workers,
+and the PLEG's events. Each mailbox accepts one tagged union of these Structs.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from .pod import Pod
+
+# --- sources -> pod config ----------------------------------------------------------
+
+
+class ManifestProblem(msgspec.Struct, frozen=True):
+    """A manifest that could not become a pod: origin is the file path or the URL."""
+
+    source: str  # "file" | "http"
+    origin: str
+    message: str
+
+
+class SourcePods(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """Everything one source holds now (a full set, sent after each scan or poll)."""
+
+    source: str
+    pods: list[Pod]
+    problems: list[ManifestProblem] = []
+
+
+PodConfigMessage = SourcePods
+
+# --- pod config -> sync loop --------------------------------------------------------
+
+PodOperation = Literal["ADD", "UPDATE", "REMOVE", "RECONCILE"]
+
+
+class PodUpdate(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    op: PodOperation
+    source: str
+    pods: list[Pod]
+
+
+class SourcesReady(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """Every configured source has delivered its first full set: the sync loop may now
+    terminate what runs in the runtime but is in no source."""
+
+    sources: list[str]
+
+
+class ManifestProblems(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """The current problems of all sources, for /pods and the log."""
+
+    problems: list[ManifestProblem]
+
+
+PlegEventType = Literal["ContainerStarted", "ContainerDied", "ContainerRemoved", "ContainerChanged", "SandboxChanged"]
+
+
+class PlegEvent(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    pod_uid: str
+    type: PlegEventType
+    container_id: str = ""
+
+
+class ResyncTick(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """Every --sync-frequency: sync every pod even without events."""
+
+
+class HousekeepingTick(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """Every 2s: find pods running in the runtime that no source wants."""
+
+
+SyncLoopMessage = PodUpdate | SourcesReady | ManifestProblems | PlegEvent | ResyncTick | HousekeepingTick
+
+# --- sync loop -> pod worker --------------------------------------------------------
+
+
+class SyncPod(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """Drive the pod to this spec (also sent, unchanged, to re-check after events)."""
+
+    pod: Pod
+
+
+class TerminatePod(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """Stop every container and the sandbox, with this grace period (None: the pod's)."""
+
+    grace_period_seconds: int | None = None
+    reason: str = ""
+
+
+PodWorkerMessage = SyncPod | TerminatePod

@@ -1,0 +1,554 @@
+"""The API status of a pod, computed from its spec and what the runtime holds: the Go
+kubelet's generateAPIPodStatus (container statuses, phase, conditions, IPs, QoS class).
+
+Pure: the pod worker passes in what only it knows (why a container is waiting, probe
+results, the time) and hands the result to the status manager.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+
+import msgspec
+
+from pykubelet.messages.pod import (
+    Container,
+    ContainerState,
+    ContainerStateRunning,
+    ContainerStateTerminated,
+    ContainerStateWaiting,
+    ContainerStatus,
+    Pod,
+    PodCondition,
+    PodIP,
+    PodStatus,
+    ResourceRequirements,
+)
+from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
+
+from .actions import has_any_regular_container_created, is_sidecar, restart_policy, sandbox_changed
+
+# Waiting reasons (Go: kubelet_pods.go, kuberuntime and images error names).
+CONTAINER_CREATING = "ContainerCreating"
+POD_INITIALIZING = "PodInitializing"
+CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+ERR_IMAGE_PULL = "ErrImagePull"
+IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
+ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+INVALID_IMAGE_NAME = "InvalidImageName"
+CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
+CREATE_CONTAINER_ERROR = "CreateContainerError"
+RUN_CONTAINER_ERROR = "RunContainerError"
+CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
+
+# Condition types the kubelet owns, and their reasons (Go: status/generate.go).
+POD_SCHEDULED = "PodScheduled"
+POD_READY_TO_START_CONTAINERS = "PodReadyToStartContainers"
+INITIALIZED = "Initialized"
+CONTAINERS_READY = "ContainersReady"
+READY = "Ready"
+KUBELET_CONDITIONS = frozenset(
+    {POD_SCHEDULED, POD_READY_TO_START_CONTAINERS, INITIALIZED, CONTAINERS_READY, READY}
+)
+CONTAINERS_NOT_READY = "ContainersNotReady"
+CONTAINERS_NOT_INITIALIZED = "ContainersNotInitialized"
+POD_COMPLETED = "PodCompleted"
+POD_FAILED = "PodFailed"
+
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
+
+CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
+
+
+def rfc3339(seconds: float) -> str:
+    """Unix seconds as the API's RFC 3339 UTC timestamp, to the second."""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _time(seconds: float | None) -> str | None:
+    return rfc3339(seconds) if seconds else None
+
+
+# --- the pod status ---------------------------------------------------------------------
+
+
+def compute_pod_status(
+    pod: Pod,
+    runtime: PodRuntimeStatus,
+    *,
+    waiting: Mapping[str, tuple[str, str]],
+    runtime_name: str,
+    now: str,
+    host_ip: str,
+    previous: PodStatus | None = None,
+    ready: Mapping[str, bool] | None = None,
+    started: Mapping[str, bool] | None = None,
+    pod_is_terminal: bool = False,
+) -> PodStatus:
+    """The pod's API status.
+
+    waiting: container name -> (reason, message) for containers the worker could not
+        start (ContainerCreating, CrashLoopBackOff, ErrImagePull, ...); used for a
+        container that is to be (re)started, as Go's reason cache.
+    ready / started: container name -> readiness / startup probe result. Absent: a
+        running container without that probe passes it; with the probe, it does not yet.
+    previous: the last status computed for this pod (else pod.status is used): keeps
+        restart counts, condition transition times, startTime and a terminal phase.
+    pod_is_terminal: the worker decided the pod is done (Go's podIsTerminal): all
+        stopped containers then make the pod Succeeded or Failed whatever the policy.
+    """
+    old = previous if previous is not None else pod.status
+    ctx = _Context(pod, runtime, waiting, runtime_name, ready or {}, started or {})
+    init_statuses = ctx.container_statuses(
+        pod.spec.init_containers, old.init_container_statuses, is_init=True
+    )
+    app_statuses = ctx.container_statuses(pod.spec.containers, old.container_statuses, is_init=False)
+    all_statuses = init_statuses + app_statuses
+
+    phase = pod_phase(
+        pod,
+        all_statuses,
+        pod_has_initialized=_active_regular_container_exists(pod, runtime),
+        pod_is_terminal=pod_is_terminal,
+    )
+    if phase not in TERMINAL_PHASES:
+        # Terminal phases are final: never leave one once reported.
+        if old.phase in TERMINAL_PHASES:
+            phase = old.phase
+        elif pod.status.phase in TERMINAL_PHASES:
+            phase = pod.status.phase
+    reason = message = ""
+    if phase == old.phase:
+        reason = old.reason or pod.status.reason
+        message = old.message or pod.status.message
+
+    kept = [c for c in pod.status.conditions if c.type not in KUBELET_CONDITIONS]
+    generated = [
+        PodCondition(
+            type=POD_READY_TO_START_CONTAINERS, status="False" if sandbox_changed(runtime)[0] else "True"
+        ),
+        initialized_condition(pod, all_statuses, phase),
+        ready_condition(pod, all_statuses, phase),
+        containers_ready_condition(pod, all_statuses, phase),
+        PodCondition(type=POD_SCHEDULED, status="True"),
+    ]
+    conditions = kept + [_with_transition_time(c, old.conditions, now) for c in generated]
+
+    pod_ip = runtime.ip if runtime.sandboxes and runtime.sandboxes[0].state == "ready" else ""
+    if not pod_ip and pod.spec.host_network:
+        pod_ip = host_ip
+    pod_ips = [PodIP(ip=pod_ip)] if pod_ip else []
+    if not pod_ip and old.pod_ip:
+        pod_ip, pod_ips = old.pod_ip, list(old.pod_ips) or [PodIP(ip=old.pod_ip)]
+
+    return PodStatus(
+        phase=phase,
+        conditions=conditions,
+        reason=reason,
+        message=message,
+        host_ip=host_ip,
+        pod_ip=pod_ip,
+        pod_ips=pod_ips,
+        start_time=old.start_time or pod.status.start_time or now,
+        init_container_statuses=init_statuses,
+        container_statuses=app_statuses,
+        qos_class=qos_class(pod),
+    )
+
+
+def _with_transition_time(condition: PodCondition, old: list[PodCondition], now: str) -> PodCondition:
+    for previous in old:
+        same = previous.type == condition.type and previous.status == condition.status
+        if same and previous.last_transition_time:
+            return _replace(condition, last_transition_time=previous.last_transition_time)
+    return _replace(condition, last_transition_time=now)
+
+
+def _replace(condition: PodCondition, **changes: object) -> PodCondition:
+    return msgspec.structs.replace(condition, **changes)
+
+
+def _active_regular_container_exists(pod: Pod, runtime: PodRuntimeStatus) -> bool:
+    """Go's HasAnyActiveRegularContainerStarted: an app container in the current sandbox
+    (approximated as created no earlier than the current sandbox)."""
+    names = {c.name for c in pod.spec.containers}
+    since = runtime.sandboxes[0].created_at if runtime.sandboxes else float("-inf")
+    return any(c.name in names and c.created_at >= since for c in runtime.containers)
+
+
+# --- container statuses -----------------------------------------------------------------
+
+
+class _Context:
+    def __init__(
+        self,
+        pod: Pod,
+        runtime: PodRuntimeStatus,
+        waiting: Mapping[str, tuple[str, str]],
+        runtime_name: str,
+        ready: Mapping[str, bool],
+        started: Mapping[str, bool],
+    ) -> None:
+        self.pod = pod
+        self.runtime = runtime
+        self.waiting = waiting
+        self.runtime_name = runtime_name
+        self.ready = ready
+        self.started = started
+
+    def container_statuses(
+        self, containers: list[Container], previous: list[ContainerStatus], *, is_init: bool
+    ) -> list[ContainerStatus]:
+        """Go's convertToAPIContainerStatuses for one container list."""
+        old = {s.name: s for s in previous}
+        has_init = bool(self.pod.spec.init_containers)
+        out = []
+        for container in containers:
+            status = self._container_status(container, old.get(container.name), has_init, is_init)
+            out.append(self._with_probes(container, status, is_init))
+        if not is_init:
+            out.sort(key=lambda s: s.name)  # Go: SortedContainerStatuses
+        return out
+
+    def _container_status(
+        self, container: Container, old: ContainerStatus | None, has_init: bool, is_init: bool
+    ) -> ContainerStatus:
+        default_reason = POD_INITIALIZING if has_init else CONTAINER_CREATING
+        default = ContainerState(waiting=ContainerStateWaiting(reason=default_reason))
+        status = ContainerStatus(
+            name=container.name, ready=False, restart_count=0, image=container.image, state=default
+        )
+        if old is not None:
+            if old.state.terminated is not None:
+                status = _copy(old)
+            else:
+                status.restart_count = old.restart_count
+                status.last_state = old.last_state
+
+        ran = [c for c in self.runtime.containers if c.name == container.name]  # newest first
+        if not ran and old is not None and old.state.running is not None and old.state.terminated is None:
+            # It ran, and the runtime lost it: say it stopped, or the pod would go Pending.
+            if status.state.waiting is not None and status.state.waiting.reason == default.waiting.reason \
+                    and status.last_state.terminated is None:
+                status.last_state = ContainerState(terminated=ContainerStateTerminated(
+                    exit_code=137,
+                    reason=CONTAINER_STATUS_UNKNOWN,
+                    message="The container could not be located when the pod was deleted.  "
+                    "The container used to be Running",
+                ))
+                if self.pod.metadata.deletion_timestamp is None:
+                    status.restart_count += 1
+
+        for seen, runtime_container in enumerate(ran[:2]):
+            converted = self._convert(container, runtime_container, old)
+            if seen == 0:
+                status = converted
+            else:
+                status.last_state = converted.state
+
+        latest = ran[0] if ran else None
+        if is_init:
+            if latest is not None and latest.state == "exited" and latest.exit_code == 0:
+                return status
+            if latest is None and not is_sidecar(container) and status.state.waiting is not None \
+                    and has_any_regular_container_created(self.pod, self.runtime):
+                # Removed from the runtime after the pod initialized: it completed.
+                status.state = ContainerState(terminated=ContainerStateTerminated(
+                    exit_code=0,
+                    reason="Completed",
+                    message="Unable to get init container status from container runtime and pod has "
+                    "been initialized, treat it as exited normally",
+                ))
+                return status
+        if container.name in self.waiting and _will_start(container, self.pod, latest):
+            reason, message = self.waiting[container.name]
+            if status.state.terminated is not None:
+                status.last_state = status.state
+            status.state = ContainerState(waiting=ContainerStateWaiting(reason=reason, message=message))
+        return status
+
+    def _convert(
+        self, spec: Container, c: ContainerRuntimeStatus, old: ContainerStatus | None
+    ) -> ContainerStatus:
+        container_id = f"{self.runtime_name}://{c.id}"
+        status = ContainerStatus(
+            name=c.name,
+            ready=False,
+            restart_count=c.restart_count,
+            image=spec.image or c.image,
+            image_id=c.image_ref,
+            container_id=container_id,
+        )
+        if c.state == "running":
+            status.state = ContainerState(running=ContainerStateRunning(started_at=_time(c.started_at)))
+        elif c.state == "created":
+            status.state = ContainerState(waiting=ContainerStateWaiting(reason=CONTAINER_CREATING))
+        elif c.state == "exited":
+            exit_code = c.exit_code or 0
+            status.state = ContainerState(terminated=ContainerStateTerminated(
+                exit_code=exit_code,
+                reason=c.reason or ("Completed" if exit_code == 0 else "Error"),
+                message=c.message,
+                started_at=_time(c.started_at),
+                finished_at=_time(c.finished_at),
+                container_id=container_id,
+            ))
+        elif old is not None and old.state.running is not None:
+            # Unknown now, running before: it ran and we lost it; do not pretend it never ran.
+            status.state = ContainerState(terminated=ContainerStateTerminated(
+                exit_code=137,
+                reason=CONTAINER_STATUS_UNKNOWN,
+                message="The container could not be located when the pod was terminated",
+            ))
+            status.restart_count = old.restart_count + 1
+        else:
+            status.state = ContainerState(waiting=ContainerStateWaiting())
+        return status
+
+    def _with_probes(self, container: Container, status: ContainerStatus, is_init: bool) -> ContainerStatus:
+        """started and ready, as Go's prober manager fills them in."""
+        running = status.state.running is not None
+        started = running and self.started.get(container.name, container.startup_probe is None)
+        status.started = started
+        if is_init and not is_sidecar(container):
+            terminated = status.state.terminated
+            status.ready = terminated is not None and terminated.exit_code == 0
+        else:
+            status.ready = started and self.ready.get(container.name, container.readiness_probe is None)
+        return status
+
+
+def _copy(status: ContainerStatus) -> ContainerStatus:
+    return msgspec.structs.replace(status)
+
+
+def _will_start(container: Container, pod: Pod, latest: ContainerRuntimeStatus | None) -> bool:
+    """ShouldContainerBeRestarted for one container; a sidecar restarts whatever the
+    pod's policy."""
+    if pod.metadata.deletion_timestamp is not None:
+        return False
+    if latest is None or latest.state in ("unknown", "created"):
+        return True
+    if latest.state == "running":
+        return False
+    policy = "Always" if is_sidecar(container) else restart_policy(pod)
+    if policy == "Never":
+        return False
+    return not (policy == "OnFailure" and (latest.exit_code or 0) == 0)
+
+
+# --- phase ------------------------------------------------------------------------------
+
+
+def is_static_pod(pod: Pod) -> bool:
+    source = pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION, "")
+    return source not in ("", "api")
+
+
+def pod_phase(
+    pod: Pod, statuses: list[ContainerStatus], *, pod_has_initialized: bool, pod_is_terminal: bool = False
+) -> str:
+    """Go's getPhase, from the API container statuses (init and app containers)."""
+    by_name = {s.name: s for s in statuses}
+    policy = restart_policy(pod)
+
+    pending_init = failed_init = pending_sidecars = 0
+    for container in pod.spec.init_containers:
+        if is_sidecar(container):
+            continue
+        s = by_name.get(container.name)
+        if s is None or s.state.running is not None:
+            pending_init += 1
+        elif s.state.terminated is not None:
+            failed_init += s.state.terminated.exit_code != 0
+        elif s.state.waiting is not None and s.last_state.terminated is not None:
+            failed_init += s.last_state.terminated.exit_code != 0
+        else:
+            pending_init += 1
+
+    unknown = running = waiting = stopped = succeeded = 0
+    for container in pod.spec.init_containers:
+        if not is_sidecar(container):
+            continue
+        s = by_name.get(container.name)
+        if s is None:
+            unknown += 1
+        elif s.state.running is not None:
+            if not s.started:
+                pending_sidecars += 1
+            running += 1
+        elif s.state.terminated is not None:
+            pass  # a stopped sidecar does not count for the phase
+        elif s.state.waiting is not None:
+            if s.last_state.terminated is None:
+                pending_sidecars += 1
+                waiting += 1
+        else:
+            pending_sidecars += 1
+            unknown += 1
+
+    for container in pod.spec.containers:
+        s = by_name.get(container.name)
+        if s is None:
+            unknown += 1
+        elif s.state.running is not None:
+            running += 1
+        elif s.state.terminated is not None:
+            stopped += 1
+            succeeded += s.state.terminated.exit_code == 0
+        elif s.state.waiting is not None:
+            if s.last_state.terminated is not None:
+                stopped += 1
+            else:
+                waiting += 1
+        else:
+            unknown += 1
+
+    if failed_init and policy == "Never":
+        return FAILED
+    if pending_init or (pending_sidecars and not pod_has_initialized) or waiting:
+        return PENDING
+    if running and not unknown:
+        return RUNNING
+    if not running and stopped and not unknown:
+        if pod_is_terminal and not is_static_pod(pod):
+            return SUCCEEDED if stopped == succeeded else FAILED
+        if policy == "Always":
+            return RUNNING  # all restarting
+        if stopped == succeeded:
+            return SUCCEEDED
+        if policy == "Never":
+            return FAILED
+        return RUNNING  # OnFailure: the failed ones restart
+    return PENDING
+
+
+# --- conditions -------------------------------------------------------------------------
+
+
+def _names(names: list[str]) -> str:
+    return "[" + " ".join(names) + "]"  # Go's %s of a []string
+
+
+def containers_ready_condition(pod: Pod, statuses: list[ContainerStatus], phase: str) -> PodCondition:
+    by_name = {s.name: s for s in statuses}
+    unknown: list[str] = []
+    unready: list[str] = []
+    for container in [c for c in pod.spec.init_containers if is_sidecar(c)] + list(pod.spec.containers):
+        s = by_name.get(container.name)
+        if s is None:
+            unknown.append(container.name)
+        elif not s.ready:
+            unready.append(container.name)
+    if phase == SUCCEEDED and not unknown:
+        return PodCondition(type=CONTAINERS_READY, status="False", reason=POD_COMPLETED)
+    if phase == FAILED:
+        return PodCondition(type=CONTAINERS_READY, status="False", reason=POD_FAILED)
+    messages = []
+    if unknown:
+        messages.append(f"containers with unknown status: {_names(unknown)}")
+    if unready:
+        messages.append(f"containers with unready status: {_names(unready)}")
+    if messages:
+        return PodCondition(
+            type=CONTAINERS_READY, status="False", reason=CONTAINERS_NOT_READY, message=", ".join(messages)
+        )
+    return PodCondition(type=CONTAINERS_READY, status="True")
+
+
+def ready_condition(pod: Pod, statuses: list[ContainerStatus], phase: str) -> PodCondition:
+    """Ready follows ContainersReady (there are no readiness gates here)."""
+    ready = containers_ready_condition(pod, statuses, phase)
+    return PodCondition(type=READY, status=ready.status, reason=ready.reason, message=ready.message)
+
+
+def initialized_condition(pod: Pod, statuses: list[ContainerStatus], phase: str) -> PodCondition:
+    by_name = {s.name: s for s in statuses}
+    unknown: list[str] = []
+    incomplete: list[str] = []
+    for container in pod.spec.init_containers:
+        s = by_name.get(container.name)
+        if s is None:
+            unknown.append(container.name)
+        elif not (s.started if is_sidecar(container) else s.ready):
+            incomplete.append(container.name)
+    if phase == SUCCEEDED and not unknown:
+        return PodCondition(type=INITIALIZED, status="True", reason=POD_COMPLETED)
+    app_names = {c.name for c in pod.spec.containers}
+    if any(s.name in app_names and (s.state.running or s.state.terminated) for s in statuses):
+        return PodCondition(type=INITIALIZED, status="True")  # app containers ran: initialized before
+    messages = []
+    if unknown:
+        messages.append(f"containers with unknown status: {_names(unknown)}")
+    if incomplete:
+        messages.append(f"containers with incomplete status: {_names(incomplete)}")
+    if messages:
+        return PodCondition(
+            type=INITIALIZED, status="False", reason=CONTAINERS_NOT_INITIALIZED, message=", ".join(messages)
+        )
+    return PodCondition(type=INITIALIZED, status="True")
+
+
+# --- QoS class --------------------------------------------------------------------------
+
+_SUFFIXES = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+    "P": Decimal("1e15"), "E": Decimal("1e18"),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+
+
+_QOS_RESOURCES = frozenset({"cpu", "memory"})
+
+
+def parse_quantity(text: str) -> Decimal:
+    """A Kubernetes resource quantity ("100m", "1.5Gi", "2e3") as a number."""
+    text = text.strip()
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if suffix and text.endswith(suffix):
+            number, scale = text[: -len(suffix)], _SUFFIXES[suffix]
+            break
+    else:
+        number, scale = text, Decimal(1)
+    try:
+        return Decimal(number) * scale
+    except InvalidOperation:
+        raise ValueError(f"invalid resource quantity {text!r}") from None
+
+
+def qos_class(pod: Pod) -> str:
+    """Go's GetPodQOS: Guaranteed when every container has cpu and memory limits equal to
+    its requests, BestEffort when nothing is requested or limited, else Burstable.
+    Only cpu and memory count; a missing request defaults to its limit, as the API
+    server's defaulting does."""
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    guaranteed = True
+    for container in list(pod.spec.containers) + list(pod.spec.init_containers):
+        resources = container.resources or ResourceRequirements()
+        container_limits = {k: v for k, v in resources.limits.items() if k in _QOS_RESOURCES}
+        container_requests = {k: v for k, v in resources.requests.items() if k in _QOS_RESOURCES}
+        for name, value in container_limits.items():
+            container_requests.setdefault(name, value)
+        for name, value in container_requests.items():
+            quantity = parse_quantity(value)
+            if quantity > 0:
+                requests[name] = requests.get(name, Decimal(0)) + quantity
+        found = set()
+        for name, value in container_limits.items():
+            quantity = parse_quantity(value)
+            if quantity > 0:
+                found.add(name)
+                limits[name] = limits.get(name, Decimal(0)) + quantity
+        if found != _QOS_RESOURCES:
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and requests == limits:
+        return "Guaranteed"
+    return "Burstable"
