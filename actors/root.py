@@ -2,26 +2,41 @@
 
 root (rest_for_one)
 ├── runtime-link   CRI connection, health check "runtime"
+├── pleg           relists the runtime, PlegEvents to the sync loop, health check "pleg"
+├── pod-workers    one_for_one, a dynamic child per pod UID
+├── sync-loop      the desired pod set; admission, dispatch, housekeeping
+├── pod-config     merges the sources into PodUpdates
+├── sources        one_for_one: file (--pod-manifest-path), http (--manifest-url)
 └── server         healthz port and admin socket
 
-rest_for_one: an actor that fails restarts the ones started after it, since later
-actors rely on earlier ones (the runtime link comes first).
+rest_for_one: an actor that fails restarts the ones started after it, since later actors
+rely on earlier ones; a restarted sync loop is fed again from scratch by pod config and
+the sources, which restart with it.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 import trio_asyncio
 from prometheus_client import CollectorRegistry
 
 from pykubelet.actors.health import HealthBoard
-from pykubelet.actors.runtime_link import RuntimeLinkMetrics, RuntimeLinkSettings, runtime_link_actor
+from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, pleg_actor
+from pykubelet.actors.pod_config import pod_config_actor
+from pykubelet.actors.pod_statuses import PodStatuses
+from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps, pod_worker_actor
+from pykubelet.actors.runtime_link import RuntimeHandle, RuntimeLinkMetrics, RuntimeLinkSettings, runtime_link_actor
 from pykubelet.actors.server import ServerSettings, server_actor
 from pykubelet.actors.server.metrics import ActorTreeCollector
-from pykubelet.supervisor import ChildSpec, Supervisor
+from pykubelet.actors.sources.file import file_source_actor
+from pykubelet.actors.sources.http import http_source_actor
+from pykubelet.actors.sync_loop import SyncLoopSettings, sync_loop_actor
+from pykubelet.messages.pod_updates import SourcePods, SyncLoopMessage
+from pykubelet.pods.backoff import CrashLoopBackOff
+from pykubelet.supervisor import ChildSpec, MailboxSpec, RestartBackoff, RestartIntensity, Supervisor
 
 ADMIN_SOCKET_NAME = "pykubelet.sock"
 
@@ -30,44 +45,116 @@ ADMIN_SOCKET_NAME = "pykubelet.sock"
 class DaemonSettings:
     root_dir: str
     runtime: RuntimeLinkSettings
+    node: NodeSettings | None = None  # None: derived from root_dir with defaults (tests)
     healthz_bind_address: str = "127.0.0.1"
     healthz_port: int = 10248
     enable_fault_injection: bool = False
+    pod_manifest_path: str = ""
+    file_check_frequency: float = 20.0
+    manifest_url: str = ""
+    manifest_url_header: dict[str, list[str]] = field(default_factory=dict)
+    http_check_frequency: float = 20.0
+    sync: SyncLoopSettings = SyncLoopSettings()
+    pleg: PlegSettings = PlegSettings()
 
     @property
     def admin_socket(self) -> str:
         return os.path.join(self.root_dir, ADMIN_SOCKET_NAME)
 
 
+# A pod worker that keeps crashing is slowed by back-off (up to 30s between restarts), so
+# only many pods failing at once, which is systemic, exhausts this and escalates.
+WORKERS_INTENSITY = RestartIntensity(max_restarts=100, period=60.0)
+WORKERS_BACKOFF = RestartBackoff(initial=0.1, maximum=30.0, reset_after=60.0)
+
+
 class Daemon:
-    """Holds what the actors share (health board, metrics registry) and the root."""
+    """Holds what the actors share (health board, metrics, runtime handle, pod statuses)
+    and the root supervisor."""
 
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
         self.health = HealthBoard()
         self.metrics = CollectorRegistry()
-        runtime_metrics = RuntimeLinkMetrics(self.metrics)
-        server = ServerSettings(
-            admin_socket=settings.admin_socket,
-            healthz_bind_address=settings.healthz_bind_address,
-            healthz_port=settings.healthz_port,
-            enable_fault_injection=settings.enable_fault_injection,
+        self.runtime = RuntimeHandle(settings.runtime.endpoint)
+        self.statuses = PodStatuses()
+        self.runtime_pods = RuntimePods()
+        node = settings.node or NodeSettings(
+            name="localhost", host_ip="127.0.0.1", root_dir=settings.root_dir,
+            pod_logs_dir=os.path.join(settings.root_dir, "pod-logs"),
         )
-        self.root = Supervisor(
-            "root",
-            [
-                ChildSpec(
-                    "runtime-link",
-                    runtime_link_actor(settings.runtime, health=self.health, metrics=runtime_metrics),
-                ),
-                ChildSpec(
-                    "server",
-                    server_actor(server, tree=lambda: self.root, health=self.health, metrics=self.metrics),
-                ),
-            ],
-            strategy="rest_for_one",
+        self.node = node
+        deps = PodWorkerDeps(
+            runtime=self.runtime,
+            statuses=self.statuses,
+            crash_backoff=CrashLoopBackOff(),
+            image_backoff=CrashLoopBackOff(),
+            metrics=PodMetrics(self.metrics),
+            node=node,
         )
-        self.metrics.register(ActorTreeCollector(self.root.snapshot))
+        self.root = Supervisor("root", self._children(deps), strategy="rest_for_one")
+        self.metrics.register(ActorTreeCollector(self.root.snapshot, fold=["root/pod-workers"]))
+
+    def _children(self, deps: PodWorkerDeps) -> list[ChildSpec]:
+        settings = self.settings
+        sources = self._sources()
+        return [
+            ChildSpec(
+                "runtime-link",
+                runtime_link_actor(
+                    settings.runtime, health=self.health, metrics=RuntimeLinkMetrics(self.metrics), handle=self.runtime
+                ),
+            ),
+            ChildSpec(
+                "pleg",
+                pleg_actor(
+                    settings.pleg, runtime=self.runtime, health=self.health,
+                    metrics=PlegMetrics(self.metrics), cache=self.runtime_pods,
+                ),
+            ),
+            Supervisor.child_spec("pod-workers", [], intensity=WORKERS_INTENSITY, backoff=WORKERS_BACKOFF),
+            ChildSpec(
+                "sync-loop",
+                sync_loop_actor(
+                    settings.sync, tree=lambda: self.root,
+                    worker_actor=lambda uid, pod: pod_worker_actor(uid, pod, deps),
+                    statuses=self.statuses, runtime_pods=self.runtime_pods,
+                ),
+                mailbox=MailboxSpec(capacity=1024, durable=True, accepts=SyncLoopMessage.__args__),
+            ),
+            ChildSpec(
+                "pod-config",
+                pod_config_actor(sources=[spec.name for spec in sources]),
+                mailbox=MailboxSpec(capacity=64, durable=True, accepts=(SourcePods,)),
+            ),
+            Supervisor.child_spec("sources", sources),
+            ChildSpec(
+                "server",
+                server_actor(
+                    ServerSettings(
+                        admin_socket=settings.admin_socket,
+                        healthz_bind_address=settings.healthz_bind_address,
+                        healthz_port=settings.healthz_port,
+                        enable_fault_injection=settings.enable_fault_injection,
+                    ),
+                    tree=lambda: self.root, health=self.health, metrics=self.metrics, pods=self.statuses.pod_list,
+                ),
+            ),
+        ]
+
+    def _sources(self) -> list[ChildSpec]:
+        settings, node_name = self.settings, self.node.name
+        sources = []
+        if settings.pod_manifest_path:
+            sources.append(ChildSpec("file", file_source_actor(
+                settings.pod_manifest_path, node_name=node_name, check_frequency=settings.file_check_frequency,
+            )))
+        if settings.manifest_url:
+            sources.append(ChildSpec("http", http_source_actor(
+                settings.manifest_url, settings.manifest_url_header, node_name=node_name,
+                check_frequency=settings.http_check_frequency,
+            )))
+        return sources
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Run the tree until cancelled; raises RestartIntensityExceeded if the root gives up."""

@@ -15,7 +15,14 @@ import trio
 from prometheus_client import CollectorRegistry, Gauge
 
 from pykubelet.actors.health import HealthBoard
-from pykubelet.ports.cri import CriClient, CriError, RuntimeOperationMetrics, RuntimeStatus, RuntimeVersion
+from pykubelet.ports.cri import (
+    CriClient,
+    CriError,
+    RuntimeOperationMetrics,
+    RuntimeStatus,
+    RuntimeUnavailable,
+    RuntimeVersion,
+)
 from pykubelet.supervisor import ActorContext
 
 log = logging.getLogger("pykubelet.runtime")
@@ -48,6 +55,46 @@ class RuntimeLinkMetrics:
         )
 
 
+class RuntimeHandle:
+    """The live CRI connection, for the actors that call the runtime (PLEG, pod workers).
+
+    The runtime link owns the connection and swaps it here; callers take `client` at the
+    moment of a call and treat RuntimeUnavailable like any failed call.
+    """
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.version: RuntimeVersion | None = None
+        self._client: CriClient | None = None
+        self._connected = trio.Event()
+
+    @property
+    def client(self) -> CriClient:
+        if self._client is None:
+            raise RuntimeUnavailable(
+                endpoint=self.endpoint, operation="call", detail="the runtime link is not connected"
+            )
+        return self._client
+
+    @property
+    def runtime_name(self) -> str:
+        """For container IDs as the API shows them: "<runtime_name>://<id>"."""
+        return self.version.runtime_name if self.version else "unknown"
+
+    async def wait_connected(self) -> None:
+        """Until the runtime link has a connection (at once if it has one now)."""
+        await self._connected.wait()
+
+    def attach(self, client: CriClient, version: RuntimeVersion) -> None:
+        self._client, self.version = client, version
+        self._connected.set()
+
+    def detach(self) -> None:
+        self._client = None  # the version stays: it names the last runtime seen
+        if self._connected.is_set():
+            self._connected = trio.Event()
+
+
 def describe(endpoint: str, version: RuntimeVersion, status: RuntimeStatus) -> tuple[bool, str]:
     """(ready, detail) for the health board, from one Status answer."""
     name = f"{version.runtime_name} {version.runtime_version} (CRI {version.runtime_api_version}) at {endpoint}"
@@ -62,10 +109,12 @@ def describe(endpoint: str, version: RuntimeVersion, status: RuntimeStatus) -> t
     return True, detail
 
 
-def runtime_link_actor(settings: RuntimeLinkSettings, *, health: HealthBoard, metrics: RuntimeLinkMetrics):
+def runtime_link_actor(
+    settings: RuntimeLinkSettings, *, health: HealthBoard, metrics: RuntimeLinkMetrics, handle: RuntimeHandle
+):
     async def run(ctx: ActorContext) -> None:
         health.register(CHECK, f"not yet connected to {settings.endpoint}")
-        link = _Link(settings, health, metrics)
+        link = _Link(settings, health, metrics, handle)
         delay = settings.reconnect_initial
         while True:
             connected = await link.session(ctx)
@@ -76,7 +125,10 @@ def runtime_link_actor(settings: RuntimeLinkSettings, *, health: HealthBoard, me
 
 
 class _Link:
-    def __init__(self, settings: RuntimeLinkSettings, health: HealthBoard, metrics: RuntimeLinkMetrics):
+    def __init__(
+        self, settings: RuntimeLinkSettings, health: HealthBoard, metrics: RuntimeLinkMetrics, handle: RuntimeHandle
+    ):
+        self.handle = handle
         self.settings = settings
         self.health = health
         self.metrics = metrics
@@ -101,6 +153,7 @@ class _Link:
             self.metrics.info.labels(
                 version.runtime_name, version.runtime_version, version.runtime_api_version
             ).set(1)
+            self.handle.attach(client, version)
             while True:
                 ready, detail = describe(endpoint, version, await client.status())
                 self._report(ready, detail)
@@ -109,6 +162,7 @@ class _Link:
             self._report(False, str(exc))
             return version is not None
         finally:
+            self.handle.detach()
             with ctx.shutdown_scope():
                 await client.close()
 

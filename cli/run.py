@@ -7,6 +7,7 @@ Exit codes: 0 after a signal (the tree stopped in order; containers keep running
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 from importlib.metadata import version
@@ -14,8 +15,13 @@ from typing import Sequence
 
 import trio
 
+from pykubelet.actors.pod_workers import NodeSettings
 from pykubelet.actors.root import Daemon, DaemonSettings
 from pykubelet.actors.runtime_link import RuntimeLinkSettings
+from pykubelet.actors.sync_loop import SyncLoopSettings
+from pykubelet.embedded_runtime.launcher import EmbeddedRuntimeError
+from pykubelet.embedded_runtime.launcher import ensure_running as ensure_embedded_runtime
+from pykubelet.messages.config import EMBEDDED_RUNTIME
 from pykubelet.supervisor import RestartIntensityExceeded
 
 from .config import (
@@ -25,6 +31,7 @@ from .config import (
     prepare_root_dir,
 )
 from .logs import configure_logging
+from .node import node_ip, node_name
 
 log = logging.getLogger("pykubelet")
 
@@ -42,30 +49,69 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         loaded = build_configuration(args[1:])
-        settings = daemon_settings(loaded.flags, loaded.config)
-        prepare_root_dir(settings.root_dir)
+        configure_logging(loaded.config.logging.format, loaded.config.logging.verbosity)
+        prepare_root_dir(loaded.flags.root_dir)
+        for warning in loaded.warnings:
+            log.warning("%s", warning)
+        settings = daemon_settings(loaded.flags, loaded.config, loaded.explicit)
     except ConfigurationError as error:
         exit_on_configuration_error(error)
-    configure_logging(loaded.config.logging.format, loaded.config.logging.verbosity)
-    for warning in loaded.warnings:
-        log.warning("%s", warning)
     return trio.run(serve, settings)
 
 
-def daemon_settings(flags, config) -> DaemonSettings:
-    endpoint = config.container_runtime_endpoint
-    if endpoint == "embedded":
-        raise ConfigurationError(
-            "--container-runtime-endpoint embedded: the embedded runtime is not part of this "
-            "version yet; point it at containerd's socket (unix:///run/containerd/containerd.sock)"
-        )
+def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> DaemonSettings:
+    root_dir = os.path.abspath(flags.root_dir)
     return DaemonSettings(
-        root_dir=flags.root_dir,
-        runtime=RuntimeLinkSettings(endpoint=endpoint, request_timeout=config.runtime_request_timeout),
+        root_dir=root_dir,
+        runtime=RuntimeLinkSettings(
+            endpoint=runtime_endpoint(flags, config, explicit, root_dir),
+            request_timeout=config.runtime_request_timeout,
+        ),
+        node=NodeSettings(
+            name=node_name(flags.hostname_override),
+            host_ip=node_ip(flags.node_ip),
+            root_dir=root_dir,
+            pod_logs_dir=config.pod_logs_dir,
+        ),
         healthz_bind_address=config.healthz_bind_address,
         healthz_port=config.healthz_port,
         enable_fault_injection=flags.enable_fault_injection,
+        pod_manifest_path=config.static_pod_path,
+        file_check_frequency=config.file_check_frequency,
+        manifest_url=config.static_pod_url,
+        manifest_url_header=dict(config.static_pod_url_header),
+        http_check_frequency=config.http_check_frequency,
+        sync=SyncLoopSettings(sync_frequency=config.sync_frequency, max_pods=config.max_pods),
     )
+
+
+def runtime_endpoint(flags, config, explicit: frozenset[str], root_dir: str) -> str:
+    """The CRI endpoint to use; starts the embedded runtime when it is the one chosen.
+
+    "embedded" chooses it; so does standalone mode (no --kubeconfig) when the endpoint was
+    left at its default and nothing listens there. Cluster mode never falls back to it.
+    """
+    endpoint = config.container_runtime_endpoint
+    chosen = endpoint == EMBEDDED_RUNTIME
+    if not chosen and flags.kubeconfig is None and "containerRuntimeEndpoint" not in explicit:
+        if not _socket_exists(endpoint):
+            log.warning(
+                "no container runtime at %s: standalone mode uses the embedded runtime, which runs "
+                "containers as plain host processes (no isolation, no images); install containerd "
+                "or pass --container-runtime-endpoint to use a real one",
+                endpoint,
+            )
+            chosen = True
+    if not chosen:
+        return endpoint
+    try:
+        return ensure_embedded_runtime(root_dir)
+    except EmbeddedRuntimeError as error:
+        raise ConfigurationError(f"--container-runtime-endpoint embedded: {error}") from None
+
+
+def _socket_exists(endpoint: str) -> bool:
+    return os.path.exists(endpoint.removeprefix("unix://"))
 
 
 async def serve(settings: DaemonSettings) -> int:

@@ -163,8 +163,12 @@ class Supervisor:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             try:
+                # Every mailbox exists before any child starts, so an actor may address a
+                # sibling that starts after it.
                 for spec in self._specs:
-                    await self._start(self._add(spec, dynamic=False))
+                    self._add(spec, dynamic=False)
+                for child in list(self._children):
+                    await self._start(child)
                 task_status.started(self)
                 await self._loop()
             except RestartIntensityExceeded as exc:
@@ -246,8 +250,8 @@ class Supervisor:
         child.incarnation = incarnation
         child.restart_pending = False
         mailbox = child.record.mailbox
-        if mailbox is not None and not mailbox.spec.durable:
-            mailbox.discard_pending()
+        if mailbox is not None and not mailbox.spec.durable and number > 1:
+            mailbox.discard_pending()  # what was sent to the dead incarnation dies with it
         ctx = ActorContext(self, child, mailbox)
         assert self._nursery is not None
         await self._nursery.start(self._run_incarnation, child, incarnation, ctx)
@@ -456,6 +460,20 @@ class Supervisor:
             supervisor = nested
         supervisor._find(parts[-1])
         return supervisor, parts[-1]
+
+    def find_supervisor(self, path: str) -> Supervisor:
+        """The running supervisor at `path` (this one, or one nested below it)."""
+        if path.strip("/") == self.path:
+            return self
+        owner, name = self.locate(path)
+        child = owner._find(name)
+        nested = child.incarnation.supervisor if child.incarnation else None
+        if nested is None or not child.running:
+            raise NotRunning(f"{path} is not a running supervisor")
+        return nested
+
+    def has_child(self, name: str) -> bool:
+        return any(child.spec.name == name for child in self._children)
 
     def snapshot(self) -> ActorSnapshot:
         return self.record.snapshot(children=[self._snapshot_child(c) for c in self._children])

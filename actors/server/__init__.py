@@ -14,6 +14,7 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from pykubelet.actors.health import HealthBoard
+from pykubelet.messages.pod import PodList, pod_list
 from pykubelet.supervisor import ActorContext, Supervisor
 
 from .http import open_tcp, open_unix, serve_listeners
@@ -40,6 +41,7 @@ def server_actor(
     tree: Callable[[], Supervisor],
     health: HealthBoard,
     metrics: CollectorRegistry,
+    pods: Callable[[], PodList] = lambda: pod_list([]),
 ):
     async def run(ctx: ActorContext) -> None:
         admin = AdminRoutes(
@@ -48,6 +50,7 @@ def server_actor(
             metrics=metrics,
             fault_injection=settings.enable_fault_injection,
             own_path=ctx.path,
+            pods=pods,
         )
         try:
             unix = await open_unix(settings.admin_socket)

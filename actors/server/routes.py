@@ -13,6 +13,7 @@ import msgspec
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from pykubelet.actors.health import HealthBoard
+from pykubelet.messages.pod import PodList, pod_list
 from pykubelet.supervisor import NotRunning, Supervisor
 
 from .http import Request, Response
@@ -52,8 +53,10 @@ class AdminRoutes:
         metrics: CollectorRegistry,
         fault_injection: bool,
         own_path: str,
+        pods: Callable[[], PodList] = lambda: pod_list([]),
     ) -> None:
         self._tree = tree
+        self._pods = pods
         self._health = health
         self._metrics = metrics
         self._fault_injection = fault_injection
@@ -68,10 +71,7 @@ class AdminRoutes:
         if path == "/debug/actors" and method == "GET":
             return Response.json(200, msgspec.json.encode(self._tree().snapshot()))
         if path == "/pods" and method == "GET":
-            # No pod source exists yet: the kubelet runs no pods, and says so.
-            return Response.json(
-                200, b'{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}'
-            )
+            return Response.json(200, msgspec.json.encode(self._pods()))
         match = _ACTOR_ACTION.match(path)
         if match is not None:
             if method != "POST":

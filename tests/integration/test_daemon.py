@@ -61,7 +61,9 @@ def test_daemon_connects_is_inspected_crashed_restarted_and_stops_on_sigterm(con
     tree = daemon.inspect("tree", "-o", "json")
     assert tree.returncode == 0, tree.stderr
     snapshot = json.loads(tree.stdout)
-    assert [c["path"] for c in snapshot["children"]] == ["root/runtime-link", "root/server"]
+    assert [c["name"] for c in snapshot["children"]] == [
+        "runtime-link", "pleg", "pod-workers", "sync-loop", "pod-config", "sources", "server",
+    ]
     drawn = daemon.inspect("tree")
     assert drawn.returncode == 0 and "runtime-link" in drawn.stdout and "running" in drawn.stdout
 

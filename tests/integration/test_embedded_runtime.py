@@ -24,11 +24,7 @@ from cri_api.v1 import api_pb2, api_pb2_grpc
 from pykubelet.embedded_runtime import EmbeddedRuntimeError, ensure_running, launcher
 from pykubelet.embedded_runtime.processes import live_group_members
 from pykubelet.ports.cri import CommandTimedOut, CriCallError, CriClient, CriNotFound
-from tests.support.embedded import (  # noqa: F401 - fixtures
-    EmbeddedRuntimeInstance,
-    embedded_cri,
-    embedded_runtime,
-)
+from tests.support.embedded import EmbeddedRuntimeInstance
 
 # Stops at once on TERM.
 TRAPPING_LOOP = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"]

@@ -33,7 +33,7 @@ class DaemonProcess:
     def __init__(self, root_dir: Path, *args: str) -> None:
         self.root_dir = root_dir
         self.healthz_port = free_port()
-        self.log_path = root_dir.parent / f"{root_dir.name}.log"
+        self.log_path = root_dir / "daemon.log"
         self.argv = [
             console_script("pykubelet"),
             "run",
@@ -48,7 +48,8 @@ class DaemonProcess:
         return str(self.root_dir / "pykubelet.sock")
 
     def start(self) -> DaemonProcess:
-        self._log = open(self.log_path, "wb")
+        self.root_dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
         self.process = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.wait_for(lambda: os.path.exists(self.admin_socket), "the admin socket to appear")
         return self

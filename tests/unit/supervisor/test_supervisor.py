@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 import msgspec
 import pytest
@@ -12,7 +11,6 @@ from pykubelet.messages.supervision import ActorSnapshot
 from pykubelet.supervisor import (
     NO_BACKOFF,
     ChildSpec,
-    InjectedCrash,
     MailboxSpec,
     RestartBackoff,
     RestartIntensity,
@@ -430,3 +428,35 @@ def test_back_off_delay_is_capped_and_never_overflows():
     assert RestartBackoff().delay(10_000) == RestartBackoff().maximum
     assert NO_BACKOFF.delay(10_000) == 0.0
     assert RestartBackoff(initial=0.01, maximum=1.0).delay(3) == 0.02
+
+
+async def test_find_supervisor_returns_the_running_nested_supervisor(autojump_clock, journal):
+    tree = Supervisor("root", [journal.actor("a"), Supervisor.child_spec("pool", [])])
+    async with trio.open_nursery() as nursery:
+        await run_tree(nursery, tree)
+        pool = tree.find_supervisor("root/pool")
+        assert pool.path == "root/pool" and tree.find_supervisor("root") is tree
+        await pool.start_child(journal.actor("w", restart="transient"))
+        assert pool.has_child("w") and not pool.has_child("x")
+        with pytest.raises(LookupError):
+            tree.find_supervisor("root/nope")
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_actor_can_address_a_sibling_started_after_it(autojump_clock):
+    got = []
+
+    async def early(ctx):
+        await ctx.registry.lookup("root/late").send("hello")
+        await trio.sleep_forever()
+
+    async def late(ctx):
+        got.append(await ctx.mailbox.receive())
+        await trio.sleep_forever()
+
+    tree = Supervisor("root", [ChildSpec("early", early), ChildSpec("late", late, mailbox=MailboxSpec())])
+    async with trio.open_nursery() as nursery:
+        await run_tree(nursery, tree)
+        await settle()
+        assert got == ["hello"]
+        nursery.cancel_scope.cancel()

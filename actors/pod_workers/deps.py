@@ -1,0 +1,31 @@
+"""What every pod worker shares: the runtime connection, the status board, the back-offs
+(kept across worker restarts, as the Go kubelet keeps them for the kubelet's life), the
+metrics and the node's settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pykubelet.actors.pod_statuses import PodStatuses
+from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.pods.backoff import CrashLoopBackOff
+
+from .metrics import PodMetrics
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    name: str
+    host_ip: str
+    root_dir: str
+    pod_logs_dir: str
+
+
+@dataclass(frozen=True)
+class PodWorkerDeps:
+    runtime: RuntimeHandle
+    statuses: PodStatuses
+    crash_backoff: CrashLoopBackOff
+    image_backoff: CrashLoopBackOff
+    metrics: PodMetrics
+    node: NodeSettings

@@ -1,0 +1,303 @@
+"""The pod worker: one actor per pod UID that serialises that pod's syncs.
+
+Each sync reads the pod's state from the runtime, asks compute_pod_actions what to do,
+does it over CRI, and publishes the pod's status. Messages arriving during a sync are
+coalesced: the newest spec wins, a TerminatePod sticks. A container in back-off makes the
+worker wake itself when the back-off ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import time
+
+import trio
+from cri_api.v1 import api_pb2
+
+from pykubelet.messages.pod import Container, Pod, PodStatus
+from pykubelet.messages.pod_updates import PodWorkerMessage, SyncPod, TerminatePod
+from pykubelet.messages.runtime import PodRuntimeStatus
+from pykubelet.pods.actions import PodActions, compute_pod_actions, restart_count_for
+from pykubelet.pods.backoff import backoff_key, crash_loop_message
+from pykubelet.pods.runtime_config import container_config, sandbox_config
+from pykubelet.pods.status import compute_pod_status, rfc3339
+from pykubelet.ports.cri import CriError, CriNotFound
+from pykubelet.ports.cri.pods import read_pod_status
+from pykubelet.supervisor import ActorContext
+
+from .deps import PodWorkerDeps
+from .images import ImageProblem, ensure_image
+
+log = logging.getLogger("pykubelet.podworker")
+
+DEFAULT_GRACE_PERIOD = 30
+MINIMUM_GRACE_PERIOD = 2  # the Go kubelet never gives a container less to stop
+RETRY_INITIAL, RETRY_MAX = 1.0, 10.0  # after a failed sync (runtime unavailable, ...)
+
+
+def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
+    """The actor for pod `uid`; `pod` is its spec when created (None: an orphan found in the
+    runtime, which only ever gets TerminatePod)."""
+
+    async def run(ctx: ActorContext) -> None:
+        await PodWorker(uid, pod, deps).run(ctx)
+
+    return run
+
+
+class PodWorker:
+    def __init__(self, uid: str, pod: Pod | None, deps: PodWorkerDeps) -> None:
+        self.uid = uid
+        self.pod = pod
+        self.deps = deps
+        self.first_seen = time.time()
+        self.synced_once = False
+        self.updated = False
+        self.running_reported = False
+        self.waiting: dict[str, tuple[str, str]] = {}
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {"pod": self.pod.full_name if self.pod else "", "pod_uid": self.uid}
+
+    async def run(self, ctx: ActorContext) -> None:
+        assert ctx.mailbox is not None
+        wake_at = -math.inf if self.pod is not None else math.inf  # sync at once if we have a spec
+        retry = RETRY_INITIAL
+        terminate: TerminatePod | None = None
+        while True:
+            with trio.move_on_at(wake_at):
+                terminate = self._take(await ctx.mailbox.receive(), terminate)
+            terminate = self._drain(ctx, terminate)
+            await self.deps.runtime.wait_connected()
+            try:
+                if terminate is not None:
+                    await self.terminate(terminate)
+                    return
+                if self.pod is None:
+                    wake_at = math.inf
+                    continue
+                wake_in = await self.sync()
+                retry = RETRY_INITIAL
+            except CriError as exc:
+                log.warning("pod sync failed, retrying in %gs: %s", retry, exc, extra=self.fields)
+                if self.pod is not None and self.deps.statuses.get(self.uid) is None:
+                    self._publish(self.pod, PodRuntimeStatus(uid=self.uid, name="", namespace=""))
+                wake_in, retry = retry, min(retry * 2, RETRY_MAX)
+            wake_at = trio.current_time() + wake_in if wake_in is not None else math.inf
+
+    def _take(self, message: PodWorkerMessage, terminate: TerminatePod | None) -> TerminatePod | None:
+        if isinstance(message, TerminatePod):
+            return message
+        if isinstance(message, SyncPod):
+            if self.pod is not None and message.pod != self.pod:
+                self.updated = True
+            self.pod = message.pod
+        return terminate
+
+    def _drain(self, ctx: ActorContext, terminate: TerminatePod | None) -> TerminatePod | None:
+        while True:
+            try:
+                terminate = self._take(ctx.mailbox.receive_nowait(), terminate)
+            except trio.WouldBlock:
+                return terminate
+
+    # -- sync ----------------------------------------------------------------------
+
+    async def sync(self) -> float | None:
+        """One sync of the pod to its spec; seconds until the next one is due (back-off)."""
+        assert self.pod is not None
+        pod, deps = self.pod, self.deps
+        operation = "create" if not self.synced_once else "update" if self.updated else "sync"
+        started = time.perf_counter()
+        cri = deps.runtime.client
+        runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
+        actions = compute_pod_actions(pod, runtime)
+        self.waiting = {}
+        try:
+            wake_in = await self._perform(pod, runtime, actions)
+        finally:
+            # Publish what is true now, also when a step failed half way.
+            if not actions.nothing_to_do:
+                with contextlib.suppress(CriError):
+                    runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
+            self._publish(pod, runtime)
+        deps.metrics.pod_worker_duration.labels(operation).observe(time.perf_counter() - started)
+        self.synced_once, self.updated = True, False
+        return wake_in
+
+    async def _perform(self, pod: Pod, runtime: PodRuntimeStatus, actions: PodActions) -> float | None:
+        cri = self.deps.runtime.client
+        grace = self._grace_period(pod)
+        if actions.kill_pod:
+            await self._kill_pod(runtime, grace, remove=False)
+            if not actions.create_sandbox:
+                return None  # the pod is done (or its init failed): nothing more to run
+        sandbox = sandbox_config(pod, attempt=actions.attempt, pod_logs_dir=self.deps.node.pod_logs_dir)
+        sandbox_id = actions.sandbox_id
+        if actions.create_sandbox:
+            try:
+                sandbox_id = await cri.run_pod_sandbox(sandbox)
+            except CriError as exc:
+                self.deps.metrics.started_pods_errors.inc()
+                log.warning("creating the pod sandbox failed: %s", exc, extra=self.fields)
+                raise
+            self.deps.metrics.started_pods.inc()
+            log.info("pod sandbox created", extra={**self.fields, "sandbox": sandbox_id})
+        async with trio.open_nursery() as nursery:
+            for kill in actions.containers_to_kill:
+                log.info("killing container: %s", kill.message, extra={**self.fields, "container": kill.name})
+                nursery.start_soon(self._stop_container, kill.container_id, grace)
+        wake: list[float] = []
+        for index in actions.init_containers_to_start:
+            container = pod.spec.init_containers[index]
+            retry_in = await self._start_container(pod, container, runtime, sandbox_id, sandbox, "init_container")
+            if retry_in is not None:
+                wake.append(retry_in)
+            if container.name in self.waiting:
+                break  # init containers start in order: a failed one holds back the rest
+        for index in actions.containers_to_start:
+            container = pod.spec.containers[index]
+            retry_in = await self._start_container(pod, container, runtime, sandbox_id, sandbox, "container")
+            if retry_in is not None:
+                wake.append(retry_in)
+        return min(wake) if wake else None
+
+    async def _start_container(
+        self,
+        pod: Pod,
+        container: Container,
+        runtime: PodRuntimeStatus,
+        sandbox_id: str,
+        sandbox: api_pb2.PodSandboxConfig,
+        container_type: str,
+    ) -> float | None:
+        """Start one container unless it is in back-off; seconds until a retry is due."""
+        deps, name = self.deps, container.name
+        latest = runtime.latest(name)
+        if latest is not None and latest.state == "exited" and latest.finished_at is not None:
+            key = backoff_key(pod, container)
+            if deps.crash_backoff.in_backoff(key, latest.finished_at):
+                self.waiting[name] = (
+                    "CrashLoopBackOff",
+                    crash_loop_message(deps.crash_backoff.delay(key), pod, name),
+                )
+                return deps.crash_backoff.remaining(key, latest.finished_at)
+            deps.crash_backoff.next(key, latest.finished_at)
+        cri = deps.runtime.client
+        image = await ensure_image(cri, pod, container, deps.image_backoff)
+        if isinstance(image, ImageProblem):
+            self.waiting[name] = (image.reason, image.message)
+            log.warning("%s: %s", image.reason, image.message, extra={**self.fields, "container": name})
+            return image.retry_in
+        restart_count = restart_count_for(runtime, name)
+        config = container_config(
+            pod, container, image_ref=image, restart_count=restart_count, volume_paths=self._volumes(pod)
+        )
+        try:
+            container_id = await cri.create_container(sandbox_id, config, sandbox)
+        except CriError as exc:
+            return self._start_failed(name, "CreateContainerError", exc, container_type)
+        try:
+            await cri.start_container(container_id)
+        except CriError as exc:
+            return self._start_failed(name, "RunContainerError", exc, container_type)
+        deps.metrics.started_containers.labels(container_type).inc()
+        log.info(
+            "container started",
+            extra={**self.fields, "container": name, "container_id": container_id, "restart_count": restart_count},
+        )
+        return None
+
+    def _start_failed(self, name: str, reason: str, exc: CriError, container_type: str) -> float:
+        self.waiting[name] = (reason, str(exc))
+        self.deps.metrics.started_containers_errors.labels(exc.code or "Unknown", container_type).inc()
+        log.warning("%s: %s", reason, exc, extra={**self.fields, "container": name})
+        return RETRY_MAX
+
+    def _volumes(self, pod: Pod) -> dict[str, str]:
+        """Host paths for the pod's hostPath and emptyDir volumes (emptyDirs are created)."""
+        paths: dict[str, str] = {}
+        for volume in pod.spec.volumes:
+            if volume.host_path is not None:
+                paths[volume.name] = volume.host_path.path
+            elif volume.empty_dir is not None:
+                path = os.path.join(
+                    self.deps.node.root_dir, "pods", pod.metadata.uid, "volumes", "kubernetes.io~empty-dir", volume.name
+                )
+                os.makedirs(path, exist_ok=True)
+                paths[volume.name] = path
+        return paths
+
+    def _publish(self, pod: Pod, runtime: PodRuntimeStatus) -> None:
+        deps = self.deps
+        previous = deps.statuses.get(self.uid)
+        status: PodStatus = compute_pod_status(
+            pod,
+            runtime,
+            waiting=self.waiting,
+            runtime_name=deps.runtime.runtime_name,
+            now=rfc3339(time.time()),
+            host_ip=deps.node.host_ip,
+            previous=previous,
+        )
+        deps.statuses.set(pod, status)
+        if status.phase == "Running" and not self.running_reported:
+            self.running_reported = True
+            deps.metrics.pod_start_duration.observe(time.time() - self.first_seen)
+        if previous is None or previous.phase != status.phase:
+            log.info("pod phase %s", status.phase, extra=self.fields)
+
+    # -- termination ---------------------------------------------------------------
+
+    def _grace_period(self, pod: Pod | None, runtime: PodRuntimeStatus | None = None) -> int:
+        grace = pod.spec.termination_grace_period_seconds if pod is not None else None
+        if grace is None and runtime is not None:
+            grace = next((c.grace_period for c in runtime.containers if c.grace_period is not None), None)
+        return max(grace if grace is not None else DEFAULT_GRACE_PERIOD, MINIMUM_GRACE_PERIOD)
+
+    async def terminate(self, message: TerminatePod) -> None:
+        cri = self.deps.runtime.client
+        name = self.pod.metadata.name if self.pod else ""
+        namespace = self.pod.metadata.namespace if self.pod else ""
+        runtime = await read_pod_status(cri, self.uid, name, namespace)
+        grace = message.grace_period_seconds
+        if grace is None:
+            grace = self._grace_period(self.pod, runtime)
+        log.info(
+            "terminating pod (%s), grace period %ds",
+            message.reason or "removed",
+            grace,
+            extra={**self.fields, "pod": self.pod.full_name if self.pod else f"{runtime.namespace}/{runtime.name}"},
+        )
+        await self._kill_pod(runtime, grace, remove=True)
+        self.deps.statuses.remove(self.uid)
+
+    async def _kill_pod(self, runtime: PodRuntimeStatus, grace: int, *, remove: bool) -> None:
+        """Stop every container (in parallel, each with the grace period), then the
+        sandboxes; with `remove`, remove them all from the runtime too."""
+        cri = self.deps.runtime.client
+        async with trio.open_nursery() as nursery:
+            for container in runtime.containers:
+                if container.state in ("running", "created", "unknown"):
+                    nursery.start_soon(self._stop_container, container.id, grace)
+        for sandbox in runtime.sandboxes:
+            await _ignore_gone(cri.stop_pod_sandbox(sandbox.id))
+        if remove:
+            for container in runtime.containers:
+                await _ignore_gone(cri.remove_container(container.id))
+            for sandbox in runtime.sandboxes:
+                await _ignore_gone(cri.remove_pod_sandbox(sandbox.id))
+
+    async def _stop_container(self, container_id: str, grace: int) -> None:
+        await _ignore_gone(self.deps.runtime.client.stop_container(container_id, max(grace, MINIMUM_GRACE_PERIOD)))
+
+
+async def _ignore_gone(call) -> None:
+    try:
+        await call
+    except CriNotFound:
+        pass

@@ -1,0 +1,198 @@
+"""The sync loop: owns the desired pod set and dispatches work to the pod workers.
+
+It reacts to PodUpdate (from pod config), PlegEvent (from the PLEG), and its own resync
+(every --sync-frequency) and housekeeping (every 2s) ticks. It admits pods (--max-pods),
+starts one pod worker per UID under root/pod-workers, and once every source has been
+seen (SourcesReady) terminates pods the runtime holds that no source wants — never
+before, so a kubelet restart does not kill what a slow source has not yet listed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+import trio
+
+from pykubelet.actors.pleg import RuntimePods
+from pykubelet.actors.pod_statuses import PodStatuses
+from pykubelet.messages.pod import Pod, PodStatus
+from pykubelet.messages.pod_updates import (
+    HousekeepingTick,
+    ManifestProblems,
+    PlegEvent,
+    PodUpdate,
+    ResyncTick,
+    SourcesReady,
+    SyncLoopMessage,
+    SyncPod,
+    TerminatePod,
+)
+from pykubelet.supervisor import ActorContext, ChildSpec, MailboxFull, MailboxSpec, Supervisor
+
+log = logging.getLogger("pykubelet.syncloop")
+
+WorkerFactory = Callable[[str, Pod | None], Callable[[ActorContext], Awaitable[None]]]
+WORKER_MAILBOX = MailboxSpec(capacity=16, durable=True, accepts=(SyncPod, TerminatePod))
+
+
+@dataclass(frozen=True)
+class SyncLoopSettings:
+    sync_frequency: float = 60.0  # --sync-frequency
+    housekeeping_period: float = 2.0  # the Go kubelet's housekeeping period
+    max_pods: int = 110  # --max-pods
+    workers: str = "root/pod-workers"
+
+
+def sync_loop_actor(
+    settings: SyncLoopSettings,
+    *,
+    tree: Callable[[], Supervisor],
+    worker_actor: WorkerFactory,
+    statuses: PodStatuses,
+    runtime_pods: RuntimePods,
+):
+    """`worker_actor(uid, pod)` makes the actor function of a pod worker (see
+    pod_workers.pod_worker_actor; pod is None for an orphan to terminate)."""
+
+    async def run(ctx: ActorContext) -> None:
+        loop = SyncLoop(settings, ctx, tree().find_supervisor(settings.workers), worker_actor, statuses, runtime_pods)
+        assert ctx.mailbox is not None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_tick, ctx, ResyncTick(), settings.sync_frequency)
+            nursery.start_soon(_tick, ctx, HousekeepingTick(), settings.housekeeping_period)
+            async for message in ctx.mailbox:
+                await loop.handle(message)
+
+    return run
+
+
+async def _tick(ctx: ActorContext, message: SyncLoopMessage, period: float) -> None:
+    while True:
+        await trio.sleep(period)
+        await ctx.mailbox.send(message)
+
+
+class SyncLoop:
+    def __init__(
+        self,
+        settings: SyncLoopSettings,
+        ctx: ActorContext,
+        workers: Supervisor,
+        worker_actor: WorkerFactory,
+        statuses: PodStatuses,
+        runtime_pods: RuntimePods,
+    ) -> None:
+        self.settings = settings
+        self.ctx = ctx
+        self.workers = workers
+        self.worker_actor = worker_actor
+        self.statuses = statuses
+        self.runtime_pods = runtime_pods
+        self.desired: dict[str, Pod] = {}
+        self.rejected: set[str] = set()
+        self.terminating: set[str] = set()  # asked to terminate, worker not yet gone
+        self.sources_ready = False
+
+    async def handle(self, message: SyncLoopMessage) -> None:
+        if isinstance(message, PodUpdate):
+            await self._on_update(message)
+        elif isinstance(message, PlegEvent):
+            await self._on_pleg_event(message)
+        elif isinstance(message, ResyncTick):
+            for pod in list(self.desired.values()):
+                await self._sync(pod)
+        elif isinstance(message, HousekeepingTick):
+            await self._housekeeping()
+        elif isinstance(message, SourcesReady):
+            if not self.sources_ready:
+                log.info("all sources seen (%s): pods no source wants will be terminated", ", ".join(message.sources))
+            self.sources_ready = True
+            await self._housekeeping()
+        elif isinstance(message, ManifestProblems):
+            log.debug("%d manifest problems", len(message.problems))
+
+    async def _on_update(self, update: PodUpdate) -> None:
+        for pod in update.pods:
+            uid = pod.metadata.uid
+            if update.op == "ADD" and uid not in self.desired:
+                if not self._admit(pod):
+                    continue
+                self.desired[uid] = pod
+                log.info("pod added from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
+                await self._sync(pod)
+            elif update.op in ("ADD", "UPDATE", "RECONCILE"):
+                if uid in self.rejected:
+                    continue
+                self.desired[uid] = pod
+                await self._sync(pod)
+            elif update.op == "REMOVE":
+                self.desired.pop(uid, None)
+                if uid in self.rejected:
+                    self.rejected.discard(uid)
+                    self.statuses.remove(uid)
+                    continue
+                log.info("pod removed from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
+                await self._terminate(uid, reason=f"removed from its source ({update.source})")
+
+    def _admit(self, pod: Pod) -> bool:
+        """Go's admission for this issue: the node's pod capacity (--max-pods)."""
+        used, capacity = len(self.desired), self.settings.max_pods
+        if used < capacity:
+            return True
+        message = f"Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {capacity}"
+        log.warning("pod rejected: %s", message, extra={"pod": pod.full_name})
+        self.rejected.add(pod.metadata.uid)
+        self.statuses.set(pod, PodStatus(phase="Failed", reason="OutOfpods", message=message))
+        return False
+
+    async def _on_pleg_event(self, event: PlegEvent) -> None:
+        pod = self.desired.get(event.pod_uid)
+        if pod is not None:
+            await self._sync(pod)
+        elif self.sources_ready:
+            await self._terminate(event.pod_uid, reason="no source wants it")
+
+    async def _housekeeping(self) -> None:
+        self.terminating = {uid for uid in self.terminating if self.workers.has_child(uid)}
+        for uid, pod in self.desired.items():
+            if not self.workers.has_child(uid):  # its worker ended: a lost message, or a re-add
+                await self._sync(pod)
+        if not self.sources_ready or self.runtime_pods.latest is None:
+            return
+        for uid in self.runtime_pods.latest.pod_uids() - self.desired.keys():
+            if uid and not self.workers.has_child(uid):
+                await self._terminate(uid, reason="no source wants it")
+
+    async def _worker(self, uid: str, pod: Pod | None):
+        if not self.workers.has_child(uid):
+            spec = ChildSpec(
+                uid,
+                self.worker_actor(uid, pod),
+                restart="transient",
+                mailbox=WORKER_MAILBOX,
+            )
+            await self.workers.start_child(spec)
+            return None  # a new worker syncs its pod at once
+        return self.ctx.registry.lookup(f"{self.workers.path}/{uid}")
+
+    async def _sync(self, pod: Pod) -> None:
+        mailbox = await self._worker(pod.metadata.uid, pod)
+        if mailbox is None:
+            return
+        try:
+            mailbox.send_nowait(SyncPod(pod))
+        except MailboxFull:
+            pass  # a full mailbox already holds syncs; the worker takes the newest spec
+
+    async def _terminate(self, uid: str, *, reason: str) -> None:
+        # A worker made for this has no spec, so it syncs nothing before it terminates; the
+        # grace period then comes from the containers' annotations.
+        if uid in self.terminating and self.workers.has_child(uid):
+            return
+        self.terminating.add(uid)
+        mailbox = await self._worker(uid, None)
+        if mailbox is None:
+            mailbox = self.ctx.registry.lookup(f"{self.workers.path}/{uid}")
+        await mailbox.send(TerminatePod(reason=reason))

@@ -1,0 +1,151 @@
+"""Reading pods back from the runtime: the CRI view of what pykubelet created.
+
+Only sandboxes and containers labelled io.pykubelet.managed=true are ever read, so the
+kubelet never touches what it did not create. The PLEG relists with two list calls; a
+pod worker reads one pod's full status (sandbox IPs, exit codes, times).
+"""
+
+from __future__ import annotations
+
+import msgspec
+from cri_api.v1 import api_pb2
+
+from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus, SandboxRuntimeStatus
+from pykubelet.pods.labels import (
+    CONTAINER_HASH_ANNOTATION,
+    CONTAINER_NAME_LABEL,
+    MANAGED_LABEL,
+    POD_TERMINATION_GRACE_PERIOD_ANNOTATION,
+    POD_NAME_LABEL,
+    POD_NAMESPACE_LABEL,
+    POD_UID_LABEL,
+    RESTART_COUNT_ANNOTATION,
+)
+
+from .client import CriClient
+from .errors import CriNotFound
+
+_CONTAINER_STATES = {
+    api_pb2.CONTAINER_CREATED: "created",
+    api_pb2.CONTAINER_RUNNING: "running",
+    api_pb2.CONTAINER_EXITED: "exited",
+    api_pb2.CONTAINER_UNKNOWN: "unknown",
+}
+_MANAGED = {MANAGED_LABEL: "true"}
+
+
+class RelistedContainer(msgspec.Struct, frozen=True):
+    id: str
+    pod_uid: str
+    name: str
+    state: str
+
+
+class RelistedSandbox(msgspec.Struct, frozen=True):
+    id: str
+    pod_uid: str
+    name: str
+    namespace: str
+    ready: bool
+
+
+class Relist(msgspec.Struct, frozen=True):
+    sandboxes: list[RelistedSandbox]
+    containers: list[RelistedContainer]
+
+    def pod_uids(self) -> set[str]:
+        return {s.pod_uid for s in self.sandboxes} | {c.pod_uid for c in self.containers}
+
+
+def _seconds(nanoseconds: int) -> float | None:
+    return nanoseconds / 1e9 if nanoseconds else None
+
+
+async def relist(cri: CriClient) -> Relist:
+    """Every managed sandbox and container, from two list calls."""
+    sandboxes = await cri.list_pod_sandbox(api_pb2.PodSandboxFilter(label_selector=_MANAGED))
+    containers = await cri.list_containers(api_pb2.ContainerFilter(label_selector=_MANAGED))
+    return Relist(
+        sandboxes=[
+            RelistedSandbox(
+                id=s.id,
+                pod_uid=s.labels.get(POD_UID_LABEL, ""),
+                name=s.metadata.name,
+                namespace=s.metadata.namespace,
+                ready=s.state == api_pb2.SANDBOX_READY,
+            )
+            for s in sandboxes
+        ],
+        containers=[
+            RelistedContainer(
+                id=c.id,
+                pod_uid=c.labels.get(POD_UID_LABEL, ""),
+                name=c.labels.get(CONTAINER_NAME_LABEL, c.metadata.name),
+                state=_CONTAINER_STATES.get(c.state, "unknown"),
+            )
+            for c in containers
+        ],
+    )
+
+
+async def read_pod_status(cri: CriClient, uid: str, name: str = "", namespace: str = "") -> PodRuntimeStatus:
+    """Everything the runtime holds for one pod, newest first."""
+    selector = {**_MANAGED, POD_UID_LABEL: uid}
+    sandboxes: list[SandboxRuntimeStatus] = []
+    for sandbox in await cri.list_pod_sandbox(api_pb2.PodSandboxFilter(label_selector=selector)):
+        name = name or sandbox.labels.get(POD_NAME_LABEL, sandbox.metadata.name)
+        namespace = namespace or sandbox.labels.get(POD_NAMESPACE_LABEL, sandbox.metadata.namespace)
+        ip = ""
+        if sandbox.state == api_pb2.SANDBOX_READY:
+            try:
+                ip = (await cri.pod_sandbox_status(sandbox.id)).status.network.ip
+            except CriNotFound:
+                continue  # removed meanwhile
+        sandboxes.append(
+            SandboxRuntimeStatus(
+                id=sandbox.id,
+                state="ready" if sandbox.state == api_pb2.SANDBOX_READY else "notready",
+                created_at=sandbox.created_at / 1e9,
+                attempt=sandbox.metadata.attempt,
+                ip=ip,
+            )
+        )
+    containers: list[ContainerRuntimeStatus] = []
+    for listed in await cri.list_containers(api_pb2.ContainerFilter(label_selector=selector)):
+        try:
+            status = (await cri.container_status(listed.id)).status
+        except CriNotFound:
+            continue
+        containers.append(container_runtime_status(status))
+    sandboxes.sort(key=lambda s: s.created_at, reverse=True)
+    containers.sort(key=lambda c: c.created_at, reverse=True)
+    return PodRuntimeStatus(uid=uid, name=name, namespace=namespace, sandboxes=sandboxes, containers=containers)
+
+
+def container_runtime_status(status: api_pb2.ContainerStatus) -> ContainerRuntimeStatus:
+    state = _CONTAINER_STATES.get(status.state, "unknown")
+    annotations = status.annotations
+    return ContainerRuntimeStatus(
+        id=status.id,
+        name=status.labels.get(CONTAINER_NAME_LABEL, status.metadata.name),
+        state=state,
+        created_at=status.created_at / 1e9,
+        started_at=_seconds(status.started_at),
+        finished_at=_seconds(status.finished_at),
+        exit_code=status.exit_code if state == "exited" else None,
+        reason=status.reason,
+        message=status.message,
+        image=status.image.image,
+        image_ref=status.image_ref,
+        hash=annotations.get(CONTAINER_HASH_ANNOTATION, ""),
+        restart_count=_int(annotations.get(RESTART_COUNT_ANNOTATION)) or 0,
+        attempt=status.metadata.attempt,
+        grace_period=_int(annotations.get(POD_TERMINATION_GRACE_PERIOD_ANNOTATION)),
+    )
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,90 @@
+"""A pod worker driven directly against a private containerd: what changes when the spec of
+a running pod changes (an API pod's UPDATE keeps its UID, unlike a static pod's edit)."""
+
+from __future__ import annotations
+
+import uuid
+
+import msgspec
+import pytest
+import trio
+from prometheus_client import CollectorRegistry
+
+from pykubelet.actors.pod_statuses import PodStatuses
+from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps
+from pykubelet.actors.pod_workers.worker import PodWorker
+from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.messages.pod import Pod
+from pykubelet.messages.pod_updates import TerminatePod
+from pykubelet.pods.backoff import CrashLoopBackOff
+from pykubelet.ports.cri.pods import read_pod_status
+from tests.support.containerd import BUSYBOX_IMAGE
+from tests.support.pods import TRAPPING_LOOP
+
+OTHER_IMAGE = "localhost/pykubelet/busybox:other"
+
+
+def running_pod(uid: str) -> Pod:
+    containers = [
+        {"name": name, "image": BUSYBOX_IMAGE, "command": TRAPPING_LOOP, "imagePullPolicy": "IfNotPresent"}
+        for name in ("a", "b")
+    ]
+    return msgspec.convert(
+        {
+            "metadata": {"name": f"update-{uid[:8]}", "namespace": "default", "uid": uid},
+            "spec": {
+                "hostNetwork": True,
+                "restartPolicy": "Always",
+                "terminationGracePeriodSeconds": 2,
+                "containers": containers,
+            },
+        },
+        Pod,
+    )
+
+
+async def running_ids(worker: PodWorker, uid: str) -> dict[str, str]:
+    with trio.fail_after(30):
+        while True:
+            await worker.sync()
+            status = await read_pod_status(worker.deps.runtime.client, uid)
+            running = {c.name: c.id for c in status.containers if c.state == "running"}
+            if set(running) == {"a", "b"}:
+                return running
+            await trio.sleep(0.2)
+
+
+@pytest.mark.containerd
+async def test_changed_image_recreates_only_that_container(cri, containerd, tmp_path):
+    containerd.ctr("images", "tag", "--force", BUSYBOX_IMAGE, OTHER_IMAGE)
+    handle = RuntimeHandle(containerd.endpoint)
+    handle.attach(cri, await cri.version())
+    deps = PodWorkerDeps(
+        runtime=handle,
+        statuses=PodStatuses(),
+        crash_backoff=CrashLoopBackOff(),
+        image_backoff=CrashLoopBackOff(),
+        metrics=PodMetrics(CollectorRegistry()),
+        node=NodeSettings(name="node1", host_ip="127.0.0.1", root_dir=str(tmp_path), pod_logs_dir=str(tmp_path / "logs")),
+    )
+    uid = str(uuid.uuid4())
+    pod = running_pod(uid)
+    worker = PodWorker(uid, pod, deps)
+    try:
+        before = await running_ids(worker, uid)
+        changed = msgspec.structs.replace(
+            pod,
+            spec=msgspec.structs.replace(
+                pod.spec, containers=[pod.spec.containers[0], msgspec.structs.replace(pod.spec.containers[1], image=OTHER_IMAGE)]
+            ),
+        )
+        worker.pod = changed
+        after = await running_ids(worker, uid)
+        assert after["a"] == before["a"]
+        assert after["b"] != before["b"]
+        status = deps.statuses.get(uid)
+        b = next(s for s in status.container_statuses if s.name == "b")
+        assert b.image == OTHER_IMAGE and b.restart_count == 1
+    finally:
+        await worker.terminate(TerminatePod(reason="test over"))
+    assert (await read_pod_status(cri, uid)).containers == []
