@@ -33,6 +33,9 @@ class ContainerRuntimeStatus(msgspec.Struct, kw_only=True, frozen=True):
     # io.kubernetes.pod.terminationGracePeriod: how long the pod that made it may take to
     # stop, kept on the container so that an orphan can be stopped as its pod wanted.
     grace_period: int | None = None
+    # io.kubernetes.container.preStopHandler: the spec's preStop handler as JSON, so that
+    # it runs even when the kubelet that started the container is gone.
+    prestop_handler: str = ""
 
 
 class SandboxRuntimeStatus(msgspec.Struct, kw_only=True, frozen=True):

@@ -19,7 +19,7 @@ from cri_api.v1 import api_pb2
 
 from pykubelet.messages.pod import Container, Pod, PodStatus
 from pykubelet.messages.pod_updates import PodWorkerMessage, SyncPod, TerminatePod
-from pykubelet.messages.runtime import PodRuntimeStatus
+from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
 from pykubelet.pods.actions import PodActions, compute_pod_actions, restart_count_for
 from pykubelet.pods.backoff import backoff_key, crash_loop_message
 from pykubelet.pods.runtime_config import container_config, sandbox_config
@@ -29,6 +29,7 @@ from pykubelet.ports.cri.pods import read_pod_status
 from pykubelet.supervisor import ActorContext
 
 from .deps import PodWorkerDeps
+from .hooks import HookFailed, prestop_handler, run_hook
 from .images import ImageProblem, ensure_image
 
 log = logging.getLogger("pykubelet.podworker")
@@ -36,6 +37,7 @@ log = logging.getLogger("pykubelet.podworker")
 DEFAULT_GRACE_PERIOD = 30
 MINIMUM_GRACE_PERIOD = 2  # the Go kubelet never gives a container less to stop
 RETRY_INITIAL, RETRY_MAX = 1.0, 10.0  # after a failed sync (runtime unavailable, ...)
+POST_START_TIMEOUT = 120.0  # Go gives postStart no deadline; a hung hook must not hold the worker forever
 
 
 def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
@@ -147,10 +149,12 @@ class PodWorker:
                 raise
             self.deps.metrics.started_pods.inc()
             log.info("pod sandbox created", extra={**self.fields, "sandbox": sandbox_id})
+        by_id = {c.id: c for c in runtime.containers}
         async with trio.open_nursery() as nursery:
             for kill in actions.containers_to_kill:
                 log.info("killing container: %s", kill.message, extra={**self.fields, "container": kill.name})
-                nursery.start_soon(self._stop_container, kill.container_id, grace)
+                if kill.container_id in by_id:
+                    nursery.start_soon(self._stop_container, by_id[kill.container_id], grace)
         wake: list[float] = []
         for index in actions.init_containers_to_start:
             container = pod.spec.init_containers[index]
@@ -210,6 +214,24 @@ class PodWorker:
             "container started",
             extra={**self.fields, "container": name, "container_id": container_id, "restart_count": restart_count},
         )
+        if container.lifecycle is not None and container.lifecycle.post_start is not None:
+            return await self._post_start(pod, container, container_id)
+        return None
+
+    async def _post_start(self, pod: Pod, container: Container, container_id: str) -> float | None:
+        """A failing postStart hook kills the container; it restarts per restartPolicy."""
+        cri = self.deps.runtime.client
+        try:
+            await run_hook(
+                cri, container.lifecycle.post_start, container_id,
+                host=self._host(), ports=_ports(container), timeout=POST_START_TIMEOUT,
+            )
+            return None
+        except HookFailed as exc:
+            message = f"PostStartHook failed: {exc}"
+        log.warning("%s", message, extra={**self.fields, "container": container.name})
+        self.waiting[container.name] = ("PostStartHookError", message)
+        await _ignore_gone(cri.stop_container(container_id, max(self._grace_period(pod), MINIMUM_GRACE_PERIOD)))
         return None
 
     def _start_failed(self, name: str, reason: str, exc: CriError, container_type: str) -> float:
@@ -283,7 +305,7 @@ class PodWorker:
         async with trio.open_nursery() as nursery:
             for container in runtime.containers:
                 if container.state in ("running", "created", "unknown"):
-                    nursery.start_soon(self._stop_container, container.id, grace)
+                    nursery.start_soon(self._stop_container, container, grace)
         for sandbox in runtime.sandboxes:
             await _ignore_gone(cri.stop_pod_sandbox(sandbox.id))
         if remove:
@@ -292,8 +314,36 @@ class PodWorker:
             for sandbox in runtime.sandboxes:
                 await _ignore_gone(cri.remove_pod_sandbox(sandbox.id))
 
-    async def _stop_container(self, container_id: str, grace: int) -> None:
-        await _ignore_gone(self.deps.runtime.client.stop_container(container_id, max(grace, MINIMUM_GRACE_PERIOD)))
+    async def _stop_container(self, container: ContainerRuntimeStatus, grace: int) -> None:
+        """Run the preStop hook (within the grace period), then StopContainer with what is
+        left of the grace period (at least 2s): SIGTERM, then SIGKILL at the deadline."""
+        cri = self.deps.runtime.client
+        spec = self._container_spec(container.name)
+        handler = prestop_handler(spec, container.prestop_handler) if container.state == "running" else None
+        started = trio.current_time()
+        if handler is not None:
+            try:
+                await run_hook(
+                    cri, handler, container.id, host=self._host(), ports=_ports(spec), timeout=grace
+                )
+            except HookFailed as exc:
+                log.warning("preStop hook failed: %s", exc, extra={**self.fields, "container": container.name})
+        remaining = grace - int(trio.current_time() - started)
+        await _ignore_gone(cri.stop_container(container.id, max(remaining, MINIMUM_GRACE_PERIOD)))
+
+    def _container_spec(self, name: str) -> Container | None:
+        if self.pod is None:
+            return None
+        return next((c for c in [*self.pod.spec.init_containers, *self.pod.spec.containers] if c.name == name), None)
+
+    def _host(self) -> str:
+        """Where a hook's httpGet goes by default: the pod IP (the node's, for host network)."""
+        status = self.deps.statuses.get(self.uid)
+        return (status.pod_ip if status is not None and status.pod_ip else "") or self.deps.node.host_ip
+
+
+def _ports(container: Container | None) -> dict[str, int]:
+    return {p.name: p.container_port for p in container.ports if p.name} if container is not None else {}
 
 
 async def _ignore_gone(call) -> None:

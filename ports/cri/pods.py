@@ -16,6 +16,7 @@ from pykubelet.pods.labels import (
     CONTAINER_NAME_LABEL,
     MANAGED_LABEL,
     POD_TERMINATION_GRACE_PERIOD_ANNOTATION,
+    PRESTOP_HANDLER_ANNOTATION,
     POD_NAME_LABEL,
     POD_NAMESPACE_LABEL,
     POD_UID_LABEL,
@@ -141,6 +142,7 @@ def container_runtime_status(status: api_pb2.ContainerStatus) -> ContainerRuntim
         restart_count=_int(annotations.get(RESTART_COUNT_ANNOTATION)) or 0,
         attempt=status.metadata.attempt,
         grace_period=_int(annotations.get(POD_TERMINATION_GRACE_PERIOD_ANNOTATION)),
+        prestop_handler=annotations.get(PRESTOP_HANDLER_ANNOTATION, ""),
     )
 
 
