@@ -29,6 +29,7 @@ from pykubelet.ports.cri.pods import read_pod_status
 from pykubelet.supervisor import ActorContext
 
 from .deps import PodWorkerDeps
+from . import termination_message
 from .hooks import HookFailed, prestop_handler, run_hook
 from .images import ImageProblem, ensure_image
 
@@ -201,6 +202,11 @@ class PodWorker:
         config = container_config(
             pod, container, image_ref=image, restart_count=restart_count, volume_paths=self._volumes(pod)
         )
+        message_file = termination_message.prepare(deps.node.root_dir, pod, container, restart_count)
+        if message_file is not None:
+            config.mounts.append(
+                api_pb2.Mount(container_path=container.termination_message_path, host_path=message_file)
+            )
         try:
             container_id = await cri.create_container(sandbox_id, config, sandbox)
         except CriError as exc:
@@ -257,6 +263,9 @@ class PodWorker:
     def _publish(self, pod: Pod, runtime: PodRuntimeStatus) -> None:
         deps = self.deps
         previous = deps.statuses.get(self.uid)
+        runtime = termination_message.with_messages(
+            pod, runtime, root_dir=deps.node.root_dir, pod_logs_dir=deps.node.pod_logs_dir
+        )
         status: PodStatus = compute_pod_status(
             pod,
             runtime,
