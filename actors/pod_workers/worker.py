@@ -311,10 +311,18 @@ class PodWorker:
         """Stop every container (in parallel, each with the grace period), then the
         sandboxes; with `remove`, remove them all from the runtime too."""
         cri = self.deps.runtime.client
+        live = [c for c in runtime.containers if c.state in ("running", "created", "unknown")]
+        sidecars = self._sidecar_names()
+        # Regular containers first, together; then sidecars one by one in reverse order,
+        # so that they serve the main containers until those are gone (as the Go kubelet).
         async with trio.open_nursery() as nursery:
-            for container in runtime.containers:
-                if container.state in ("running", "created", "unknown"):
+            for container in live:
+                if container.name not in sidecars:
                     nursery.start_soon(self._stop_container, container, grace)
+        for name in reversed(sidecars):
+            for container in live:
+                if container.name == name:
+                    await self._stop_container(container, grace)
         for sandbox in runtime.sandboxes:
             await _ignore_gone(cri.stop_pod_sandbox(sandbox.id))
         if remove:
@@ -339,6 +347,12 @@ class PodWorker:
                 log.warning("preStop hook failed: %s", exc, extra={**self.fields, "container": container.name})
         remaining = grace - int(trio.current_time() - started)
         await _ignore_gone(cri.stop_container(container.id, max(remaining, MINIMUM_GRACE_PERIOD)))
+
+    def _sidecar_names(self) -> list[str]:
+        """Init containers with restartPolicy Always, in spec order."""
+        if self.pod is None:
+            return []
+        return [c.name for c in self.pod.spec.init_containers if c.restart_policy == "Always"]
 
     def _container_spec(self, name: str) -> Container | None:
         if self.pod is None:
