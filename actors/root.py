@@ -7,6 +7,7 @@ root (rest_for_one)
 ├── sync-loop      the desired pod set; admission, dispatch, housekeeping
 ├── pod-config     merges the sources into PodUpdates
 ├── sources        one_for_one: file (--pod-manifest-path), http (--manifest-url)
+├── gc             container GC every minute, image GC every 5 minutes
 └── server         healthz port and admin socket
 
 rest_for_one: an actor that fails restarts the ones started after it, since later actors
@@ -23,6 +24,8 @@ import trio
 import trio_asyncio
 from prometheus_client import CollectorRegistry
 
+from pykubelet.actors.events import EventRecorder
+from pykubelet.actors.gc import GcMetrics, GcSettings, gc_actor
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, pleg_actor
 from pykubelet.actors.pod_config import pod_config_actor
@@ -33,7 +36,7 @@ from pykubelet.actors.server import ServerSettings, server_actor
 from pykubelet.actors.server.metrics import ActorTreeCollector
 from pykubelet.actors.sources.file import file_source_actor
 from pykubelet.actors.sources.http import http_source_actor
-from pykubelet.actors.sync_loop import SyncLoopSettings, sync_loop_actor
+from pykubelet.actors.sync_loop import DesiredPods, SyncLoopSettings, sync_loop_actor
 from pykubelet.messages.pod_updates import SourcePods, SyncLoopMessage
 from pykubelet.pods.backoff import CrashLoopBackOff
 from pykubelet.supervisor import ChildSpec, MailboxSpec, RestartBackoff, RestartIntensity, Supervisor
@@ -55,6 +58,7 @@ class DaemonSettings:
     manifest_url_header: dict[str, list[str]] = field(default_factory=dict)
     http_check_frequency: float = 20.0
     sync: SyncLoopSettings = SyncLoopSettings()
+    gc: GcSettings = GcSettings()
     pleg: PlegSettings = PlegSettings()
 
     @property
@@ -79,11 +83,13 @@ class Daemon:
         self.runtime = RuntimeHandle(settings.runtime.endpoint)
         self.statuses = PodStatuses()
         self.runtime_pods = RuntimePods()
+        self.desired = DesiredPods()
         node = settings.node or NodeSettings(
             name="localhost", host_ip="127.0.0.1", root_dir=settings.root_dir,
             pod_logs_dir=os.path.join(settings.root_dir, "pod-logs"),
         )
         self.node = node
+        self.events = EventRecorder(self.metrics, host=node.name)
         deps = PodWorkerDeps(
             runtime=self.runtime,
             statuses=self.statuses,
@@ -91,6 +97,7 @@ class Daemon:
             image_backoff=CrashLoopBackOff(),
             metrics=PodMetrics(self.metrics),
             node=node,
+            events=self.events,
         )
         self.root = Supervisor("root", self._children(deps), strategy="rest_for_one")
         self.metrics.register(ActorTreeCollector(self.root.snapshot, fold=["root/pod-workers"]))
@@ -118,7 +125,7 @@ class Daemon:
                 sync_loop_actor(
                     settings.sync, tree=lambda: self.root,
                     worker_actor=lambda uid, pod: pod_worker_actor(uid, pod, deps),
-                    statuses=self.statuses, runtime_pods=self.runtime_pods,
+                    statuses=self.statuses, runtime_pods=self.runtime_pods, published=self.desired,
                 ),
                 mailbox=MailboxSpec(capacity=1024, durable=True, accepts=SyncLoopMessage.__args__),
             ),
@@ -129,6 +136,13 @@ class Daemon:
             ),
             Supervisor.child_spec("sources", sources),
             ChildSpec(
+                "gc",
+                gc_actor(
+                    settings.gc, runtime=self.runtime, desired=self.desired.current,
+                    metrics=GcMetrics(self.metrics), pod_logs_dir=self.node.pod_logs_dir,
+                ),
+            ),
+            ChildSpec(
                 "server",
                 server_actor(
                     ServerSettings(
@@ -138,6 +152,7 @@ class Daemon:
                         enable_fault_injection=settings.enable_fault_injection,
                     ),
                     tree=lambda: self.root, health=self.health, metrics=self.metrics, pods=self.statuses.pod_list,
+                    events=self.events.events,
                 ),
             ),
         ]

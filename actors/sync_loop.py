@@ -37,6 +37,20 @@ WorkerFactory = Callable[[str, Pod | None], Callable[[ActorContext], Awaitable[N
 WORKER_MAILBOX = MailboxSpec(capacity=16, durable=True, accepts=(SyncPod, TerminatePod))
 
 
+class DesiredPods:
+    """The sync loop's desired pod UIDs, published for readers (garbage collection).
+
+    `current()` is None until every source has been seen: before then no pod may be
+    taken for deleted."""
+
+    def __init__(self) -> None:
+        self.uids: frozenset[str] = frozenset()
+        self.sources_ready = False
+
+    def current(self) -> set[str] | None:
+        return set(self.uids) if self.sources_ready else None
+
+
 @dataclass(frozen=True)
 class SyncLoopSettings:
     sync_frequency: float = 60.0  # --sync-frequency
@@ -52,18 +66,22 @@ def sync_loop_actor(
     worker_actor: WorkerFactory,
     statuses: PodStatuses,
     runtime_pods: RuntimePods,
+    published: DesiredPods | None = None,
 ):
     """`worker_actor(uid, pod)` makes the actor function of a pod worker (see
     pod_workers.pod_worker_actor; pod is None for an orphan to terminate)."""
 
     async def run(ctx: ActorContext) -> None:
         loop = SyncLoop(settings, ctx, tree().find_supervisor(settings.workers), worker_actor, statuses, runtime_pods)
+        view = published if published is not None else DesiredPods()
+        view.uids, view.sources_ready = frozenset(), False  # a new incarnation starts empty
         assert ctx.mailbox is not None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_tick, ctx, ResyncTick(), settings.sync_frequency)
             nursery.start_soon(_tick, ctx, HousekeepingTick(), settings.housekeeping_period)
             async for message in ctx.mailbox:
                 await loop.handle(message)
+                view.uids, view.sources_ready = frozenset(loop.desired), loop.sources_ready
 
     return run
 

@@ -1,7 +1,7 @@
 """pykubelet-inspect: look into a running daemon through its admin socket (or its
-read-only HTTP endpoint): the live actor tree, the pods, and fault injection.
+read-only HTTP endpoint): the live actor tree, the pods, the events, and fault injection.
 
-Rendering (snapshot -> rich renderable, pod list -> table) is pure and lives apart from
+Rendering (snapshot -> rich renderable, pod and event lists -> tables) is pure and lives apart from
 AdminClient, the thin HTTP port; main() only wires the two together.
 """
 
@@ -16,7 +16,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from typing import Sequence
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 import msgspec
@@ -80,6 +80,14 @@ class AdminClient:
         if pods.kind != "PodList":
             raise InspectError(f"GET /pods: the answer is a {pods.kind}, not a PodList")
         return pods, raw
+
+    def events(self, namespace: str | None = None) -> tuple[EventList, bytes]:
+        url = "/events" + (f"?{urlencode({'namespace': namespace})}" if namespace else "")
+        raw = self._request("GET", url)
+        events = _decode(raw, EventList, f"GET {url}")
+        if events.kind != "EventList":
+            raise InspectError(f"GET {url}: the answer is a {events.kind}, not an EventList")
+        return events, raw
 
     def act(self, path: str, action: str) -> str:
         """POST restart|crash for the actor at path; the daemon's one-word result."""
@@ -247,6 +255,31 @@ class PodList(msgspec.Struct):
     items: list[Pod] = []
 
 
+# -- the events this CLI reads ----------------------------------------------------------
+
+
+class _InvolvedObject(msgspec.Struct):
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    fieldPath: str = ""
+
+
+class Event(msgspec.Struct):
+    involvedObject: _InvolvedObject = msgspec.field(default_factory=_InvolvedObject)
+    reason: str = ""
+    message: str = ""
+    type: str = ""
+    count: int = 1
+    firstTimestamp: str | None = None
+    lastTimestamp: str | None = None
+
+
+class EventList(msgspec.Struct):
+    kind: str
+    items: list[Event] = []
+
+
 # -- rendering: pure ----------------------------------------------------------------------
 
 STATE_STYLES = {"running": "green", "restarting": "yellow", "failed": "bold red", "stopped": "dim"}
@@ -360,6 +393,39 @@ def render_pods(pods: PodList, now: datetime) -> RenderableType:
     return table
 
 
+def event_object(event: Event) -> str:
+    """The OBJECT column: kind/name as kubectl writes it, then the field path if any."""
+    ref = event.involvedObject
+    name = f"{ref.kind.lower() or 'pod'}/{ref.name}"
+    return f"{name}/{ref.fieldPath}" if ref.fieldPath else name
+
+
+def render_events(events: EventList, now: datetime, *, all_namespaces: bool = True) -> RenderableType:
+    """kubectl get events (-A adds NAMESPACE), with the count as a column; oldest first."""
+    if not events.items:
+        return Text("No events.")
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    columns = ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE", "COUNT"]
+    if all_namespaces:
+        columns.insert(0, "NAMESPACE")
+    for column in columns:
+        table.add_column(column, no_wrap=column != "MESSAGE")
+    ordered = sorted(events.items, key=lambda e: e.lastTimestamp or e.firstTimestamp or "")
+    for event in ordered:
+        row = [
+            _age(event.lastTimestamp or event.firstTimestamp, now),
+            Text(event.type, style="yellow" if event.type == "Warning" else ""),
+            event.reason,
+            event_object(event),
+            event.message,
+            str(event.count),
+        ]
+        if all_namespaces:
+            row.insert(0, event.involvedObject.namespace)
+        table.add_row(*row)
+    return table
+
+
 def watch_frame(
     snapshot: ActorSnapshot | None, source: str, at: datetime, error: str | None = None
 ) -> Group:
@@ -402,6 +468,10 @@ def _parser() -> argparse.ArgumentParser:
 
     pods = commands.add_parser("pods", help="the pods this kubelet runs")
     pods.add_argument("-o", "--output", choices=["json"], help="the PodList JSON as served")
+
+    events = commands.add_parser("events", help="what the kubelet did to its pods, oldest first")
+    events.add_argument("-n", "--namespace", metavar="NS", help="only the events of pods in NS")
+    events.add_argument("-o", "--output", choices=["json"], help="the EventList JSON as served")
 
     for action in ("restart", "crash"):
         sub = commands.add_parser(
@@ -449,6 +519,13 @@ def _run(args: argparse.Namespace, client: AdminClient, console: Console) -> int
             _print_json(raw)
         else:
             console.print(render_pods(pods, datetime.now(timezone.utc)))
+    elif args.command == "events":
+        events, raw = client.events(args.namespace)
+        if args.output == "json":
+            _print_json(raw)
+        else:
+            now = datetime.now(timezone.utc)
+            console.print(render_events(events, now, all_namespaces=not args.namespace))
     else:
         result = client.act(args.path, args.command)
         print(f"{args.path.strip('/')}: {result}")

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import trio
 
+from pykubelet.actors.gc import GcSettings
 from pykubelet.actors.pod_workers import NodeSettings
 from pykubelet.actors.root import Daemon, DaemonSettings
 from pykubelet.actors.runtime_link import RuntimeLinkSettings
@@ -82,6 +83,11 @@ def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> Da
         manifest_url_header=dict(config.static_pod_url_header),
         http_check_frequency=config.http_check_frequency,
         sync=SyncLoopSettings(sync_frequency=config.sync_frequency, max_pods=config.max_pods),
+        gc=GcSettings(
+            image_high=config.image_gc_high_threshold_percent,
+            image_low=config.image_gc_low_threshold_percent,
+            image_min_age=config.image_minimum_gc_age,
+        ),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.pods.backoff import CrashLoopBackOff
@@ -29,3 +30,4 @@ class PodWorkerDeps:
     image_backoff: CrashLoopBackOff
     metrics: PodMetrics
     node: NodeSettings
+    events: EventRecorder

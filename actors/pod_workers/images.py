@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
+from pykubelet.actors import events
 from pykubelet.messages.pod import Container, Pod
 from pykubelet.pods.backoff import CrashLoopBackOff, image_backoff_key, image_pull_backoff_message
 from pykubelet.ports.cri import CriCallError, CriClient
+
+
+Record = Callable[[str, str, str], None]
 
 
 @dataclass(frozen=True)
@@ -23,8 +28,11 @@ class ImageProblem:
     retry_in: float | None = None  # seconds until a pull may be tried again
 
 
-async def ensure_image(cri: CriClient, pod: Pod, container: Container, backoff: CrashLoopBackOff) -> str | ImageProblem:
-    """The image's reference in the runtime, or why it is not available."""
+async def ensure_image(
+    cri: CriClient, pod: Pod, container: Container, backoff: CrashLoopBackOff, record: Record
+) -> str | ImageProblem:
+    """The image's reference in the runtime, or why it is not available. `record(type,
+    reason, message)` records the image events (Pulling, Pulled, Failed, BackOff)."""
     image = container.image
     policy = container.image_pull_policy or "IfNotPresent"
     present = await cri.image_status(image)
@@ -32,20 +40,23 @@ async def ensure_image(cri: CriClient, pod: Pod, container: Container, backoff: 
     if policy == "Never":
         if image_ref:
             return image_ref
-        return ImageProblem(
-            "ErrImageNeverPull", f'Container image "{image}" is not present with pull policy of Never'
-        )
+        message = f'Container image "{image}" is not present with pull policy of Never'
+        record("Warning", events.ERR_IMAGE_NEVER_PULL_POLICY, message)
+        return ImageProblem("ErrImageNeverPull", message)
     if policy == "IfNotPresent" and image_ref:
         return image_ref
     key = image_backoff_key(pod, image)
     if backoff.in_backoff_since_update(key, time.time()):
+        record("Normal", events.BACK_OFF_PULL_IMAGE, image_pull_backoff_message(image))
         return ImageProblem("ImagePullBackOff", image_pull_backoff_message(image), retry_in=backoff.delay(key))
+    record("Normal", events.PULLING_IMAGE, f'Pulling image "{image}"')
+    started = time.monotonic()
     try:
-        return await cri.pull_image(image)
+        image_ref = await cri.pull_image(image)
     except CriCallError as exc:
         backoff.next(key, time.time())
-        return ImageProblem(
-            "ErrImagePull",
-            f'failed to pull image "{image}": {exc}',
-            retry_in=backoff.delay(key),
-        )
+        message = f'Failed to pull image "{image}": {exc}'
+        record("Warning", events.FAILED_TO_PULL_IMAGE, message)
+        return ImageProblem("ErrImagePull", message, retry_in=backoff.delay(key))
+    record("Normal", events.PULLED_IMAGE, f'Successfully pulled image "{image}" in {time.monotonic() - started:.3f}s')
+    return image_ref

@@ -17,11 +17,13 @@ import time
 import trio
 from cri_api.v1 import api_pb2
 
+from pykubelet.actors import events
+from pykubelet.actors.events import pod_reference
 from pykubelet.messages.pod import Container, Pod, PodStatus
 from pykubelet.messages.pod_updates import PodWorkerMessage, SyncPod, TerminatePod
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
 from pykubelet.pods.actions import PodActions, compute_pod_actions, restart_count_for
-from pykubelet.pods.backoff import backoff_key, crash_loop_message
+from pykubelet.pods.backoff import backoff_key, crash_loop_message, format_pod
 from pykubelet.pods.runtime_config import container_config, sandbox_config
 from pykubelet.pods.status import compute_pod_status, rfc3339
 from pykubelet.ports.cri import CriError, CriNotFound
@@ -61,6 +63,10 @@ class PodWorker:
         self.updated = False
         self.running_reported = False
         self.waiting: dict[str, tuple[str, str]] = {}
+
+    def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
+        if pod is not None:
+            self.deps.events.record(pod_reference(pod, container), type, reason, message)
 
     @property
     def fields(self) -> dict[str, str]:
@@ -142,11 +148,14 @@ class PodWorker:
         sandbox = sandbox_config(pod, attempt=actions.attempt, pod_logs_dir=self.deps.node.pod_logs_dir)
         sandbox_id = actions.sandbox_id
         if actions.create_sandbox:
+            if actions.attempt > 0:
+                self.record(pod, None, "Normal", events.SANDBOX_CHANGED, "Pod sandbox changed, it will be killed and re-created.")
             try:
                 sandbox_id = await cri.run_pod_sandbox(sandbox)
             except CriError as exc:
                 self.deps.metrics.started_pods_errors.inc()
                 log.warning("creating the pod sandbox failed: %s", exc, extra=self.fields)
+                self.record(pod, None, "Warning", events.FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {exc}")
                 raise
             self.deps.metrics.started_pods.inc()
             log.info("pod sandbox created", extra={**self.fields, "sandbox": sandbox_id})
@@ -190,10 +199,17 @@ class PodWorker:
                     "CrashLoopBackOff",
                     crash_loop_message(deps.crash_backoff.delay(key), pod, name),
                 )
+                self.record(
+                    pod, name, "Warning", events.BACK_OFF_START_CONTAINER,
+                    f"Back-off restarting failed container {name} in pod {format_pod(pod)}",
+                )
                 return deps.crash_backoff.remaining(key, latest.finished_at)
             deps.crash_backoff.next(key, latest.finished_at)
         cri = deps.runtime.client
-        image = await ensure_image(cri, pod, container, deps.image_backoff)
+        image = await ensure_image(
+            cri, pod, container, deps.image_backoff,
+            lambda type, reason, message: self.record(pod, name, type, reason, message),
+        )
         if isinstance(image, ImageProblem):
             self.waiting[name] = (image.reason, image.message)
             log.warning("%s: %s", image.reason, image.message, extra={**self.fields, "container": name})
@@ -210,11 +226,13 @@ class PodWorker:
         try:
             container_id = await cri.create_container(sandbox_id, config, sandbox)
         except CriError as exc:
-            return self._start_failed(name, "CreateContainerError", exc, container_type)
+            return self._start_failed(pod, name, "CreateContainerError", exc, container_type)
+        self.record(pod, name, "Normal", events.CREATED_CONTAINER, f"Created container {name}")
         try:
             await cri.start_container(container_id)
         except CriError as exc:
-            return self._start_failed(name, "RunContainerError", exc, container_type)
+            return self._start_failed(pod, name, "RunContainerError", exc, container_type)
+        self.record(pod, name, "Normal", events.STARTED_CONTAINER, f"Started container {name}")
         deps.metrics.started_containers.labels(container_type).inc()
         log.info(
             "container started",
@@ -236,12 +254,14 @@ class PodWorker:
         except HookFailed as exc:
             message = f"PostStartHook failed: {exc}"
         log.warning("%s", message, extra={**self.fields, "container": container.name})
+        self.record(pod, container.name, "Warning", events.FAILED_POST_START_HOOK, message)
         self.waiting[container.name] = ("PostStartHookError", message)
         await _ignore_gone(cri.stop_container(container_id, max(self._grace_period(pod), MINIMUM_GRACE_PERIOD)))
         return None
 
-    def _start_failed(self, name: str, reason: str, exc: CriError, container_type: str) -> float:
+    def _start_failed(self, pod: Pod, name: str, reason: str, exc: CriError, container_type: str) -> float:
         self.waiting[name] = (reason, str(exc))
+        self.record(pod, name, "Warning", events.FAILED_TO_START_CONTAINER, f"Error: {exc}")
         self.deps.metrics.started_containers_errors.labels(exc.code or "Unknown", container_type).inc()
         log.warning("%s: %s", reason, exc, extra={**self.fields, "container": name})
         return RETRY_MAX
@@ -336,6 +356,7 @@ class PodWorker:
         left of the grace period (at least 2s): SIGTERM, then SIGKILL at the deadline."""
         cri = self.deps.runtime.client
         spec = self._container_spec(container.name)
+        self.record(self.pod, container.name, "Normal", events.KILLING_CONTAINER, f"Stopping container {container.name}")
         handler = prestop_handler(spec, container.prestop_handler) if container.state == "running" else None
         started = trio.current_time()
         if handler is not None:
@@ -345,6 +366,7 @@ class PodWorker:
                 )
             except HookFailed as exc:
                 log.warning("preStop hook failed: %s", exc, extra={**self.fields, "container": container.name})
+                self.record(self.pod, container.name, "Warning", events.FAILED_PRE_STOP_HOOK, f"PreStopHook failed: {exc}")
         remaining = grace - int(trio.current_time() - started)
         await _ignore_gone(cri.stop_container(container.id, max(remaining, MINIMUM_GRACE_PERIOD)))
 

@@ -1,6 +1,7 @@
 """The server actor: the healthz port and the admin unix socket.
 
-It reads the tree, the health board and the metrics registry; it owns nothing else.
+It reads the tree, the health board, the metrics registry, the pods and the events; it owns
+nothing else.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from pykubelet.actors.health import HealthBoard
+from pykubelet.messages.events import Event
 from pykubelet.messages.pod import PodList, pod_list
 from pykubelet.supervisor import ActorContext, Supervisor
 
 from .http import open_tcp, open_unix, serve_listeners
-from .routes import AdminRoutes, healthz_routes
+from .routes import AdminRoutes, healthz_routes, no_events
 
 log = logging.getLogger("pykubelet.server")
 
@@ -42,6 +44,7 @@ def server_actor(
     health: HealthBoard,
     metrics: CollectorRegistry,
     pods: Callable[[], PodList] = lambda: pod_list([]),
+    events: Callable[..., list[Event]] = no_events,
 ):
     async def run(ctx: ActorContext) -> None:
         admin = AdminRoutes(
@@ -51,6 +54,7 @@ def server_actor(
             fault_injection=settings.enable_fault_injection,
             own_path=ctx.path,
             pods=pods,
+            events=events,
         )
         try:
             unix = await open_unix(settings.admin_socket)

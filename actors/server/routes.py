@@ -1,7 +1,7 @@
 """What the healthz port and the admin socket answer (see docs/operations.md).
 
-healthz: GET /healthz. Admin socket: GET /healthz, /metrics, /pods, /debug/actors and
-POST /debug/actors/{path}/restart|crash.
+healthz: GET /healthz. Admin socket: GET /healthz, /metrics, /pods, /events (?namespace=,
+?uid=), /debug/actors and POST /debug/actors/{path}/restart|crash.
 """
 
 from __future__ import annotations
@@ -13,12 +13,22 @@ import msgspec
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from pykubelet.actors.health import HealthBoard
+from pykubelet.messages.events import Event
 from pykubelet.messages.pod import PodList, pod_list
 from pykubelet.supervisor import NotRunning, Supervisor
 
 from .http import Request, Response
 
 _ACTOR_ACTION = re.compile(r"^/debug/actors/(?P<path>.+)/(?P<action>restart|crash)$")
+
+
+def no_events(namespace: str | None = None, involved_uid: str | None = None) -> list[Event]:
+    return []
+
+
+def event_list(events: list[Event]) -> bytes:
+    """An EventList as the API serves one (events oldest first)."""
+    return msgspec.json.encode({"apiVersion": "v1", "kind": "EventList", "metadata": {}, "items": events})
 
 
 def healthz(health: HealthBoard, request: Request) -> Response:
@@ -54,9 +64,11 @@ class AdminRoutes:
         fault_injection: bool,
         own_path: str,
         pods: Callable[[], PodList] = lambda: pod_list([]),
+        events: Callable[..., list[Event]] = no_events,  # EventRecorder.events
     ) -> None:
         self._tree = tree
         self._pods = pods
+        self._events = events
         self._health = health
         self._metrics = metrics
         self._fault_injection = fault_injection
@@ -72,6 +84,11 @@ class AdminRoutes:
             return Response.json(200, msgspec.json.encode(self._tree().snapshot()))
         if path == "/pods" and method == "GET":
             return Response.json(200, msgspec.json.encode(self._pods()))
+        if path == "/events" and method == "GET":
+            events = self._events(
+                namespace=_query(request, "namespace"), involved_uid=_query(request, "uid")
+            )
+            return Response.json(200, event_list(events))
         match = _ACTOR_ACTION.match(path)
         if match is not None:
             if method != "POST":
@@ -107,6 +124,11 @@ class AdminRoutes:
         except NotRunning as exc:
             return _error(409, str(exc))
         return Response.json(200, msgspec.json.encode(result))
+
+
+def _query(request: Request, name: str) -> str | None:
+    """A query parameter's first value; absent or empty: None (no filter)."""
+    return next((value for value in request.query.get(name, []) if value), None)
 
 
 def _error(status: int, message: str) -> Response:

@@ -10,6 +10,7 @@ import pytest
 import trio
 from prometheus_client import CollectorRegistry
 
+from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps
 from pykubelet.actors.pod_workers.worker import PodWorker
@@ -66,6 +67,7 @@ async def test_changed_image_recreates_only_that_container(cri, containerd, tmp_
         image_backoff=CrashLoopBackOff(),
         metrics=PodMetrics(CollectorRegistry()),
         node=NodeSettings(name="node1", host_ip="127.0.0.1", root_dir=str(tmp_path), pod_logs_dir=str(tmp_path / "logs")),
+        events=EventRecorder(CollectorRegistry()),
     )
     uid = str(uuid.uuid4())
     pod = running_pod(uid)
@@ -85,6 +87,10 @@ async def test_changed_image_recreates_only_that_container(cri, containerd, tmp_
         status = deps.statuses.get(uid)
         b = next(s for s in status.container_statuses if s.name == "b")
         assert b.image == OTHER_IMAGE and b.restart_count == 1
+        reasons = [(e.involved_object.field_path, e.reason) for e in deps.events.events()]
+        assert ("spec.containers{b}", "Killing") in reasons
+        assert reasons.count(("spec.containers{b}", "Started")) == 1  # counted: one event, count 2
+        assert next(e for e in deps.events.events() if e.reason == "Started" and "{b}" in e.involved_object.field_path).count == 2
     finally:
         await worker.terminate(TerminatePod(reason="test over"))
     assert (await read_pod_status(cri, uid)).containers == []

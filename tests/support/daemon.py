@@ -51,7 +51,7 @@ class DaemonProcess:
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
         self.process = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.wait_for(lambda: os.path.exists(self.admin_socket), "the admin socket to appear")
+        self.wait_for(lambda: self.admin("GET", "/healthz") is not None, "the admin socket to answer")
         return self
 
     def log(self) -> str:

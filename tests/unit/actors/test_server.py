@@ -1,4 +1,5 @@
-"""The server actor over real sockets: healthz, admin socket, metrics, restart and crash."""
+"""The server actor over real sockets: healthz, admin socket, metrics, events, restart and
+crash."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ import trio
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from pykubelet.actors.events import EventRecorder, pod_reference
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.server import ServerError, ServerSettings, server_actor
-from pykubelet.actors.server.http import AdminSocketInUse, open_unix
+from pykubelet.actors.server.http import AdminSocketInUse, Request, open_unix
+from pykubelet.actors.server.routes import AdminRoutes
 from pykubelet.actors.server.metrics import ActorTreeCollector
+from pykubelet.messages.events import Event
+from pykubelet.messages.pod import ObjectMeta, Pod
 from pykubelet.messages.supervision import ActorSnapshot
 from pykubelet.supervisor import ChildSpec, MailboxSpec, Supervisor
 
@@ -38,6 +43,7 @@ class Node:
     def __init__(self, tmp_path, *, fault_injection: bool, healthz_port: int | None = None):
         self.health = HealthBoard()
         self.metrics = CollectorRegistry()
+        self.events = EventRecorder(self.metrics, host="node-1")
         self.socket = str(tmp_path / "pykubelet.sock")
         self.port = free_port() if healthz_port is None else healthz_port
         settings = ServerSettings(
@@ -51,7 +57,13 @@ class Node:
                 ChildSpec("worker", idle, mailbox=MailboxSpec(capacity=8)),
                 ChildSpec(
                     "server",
-                    server_actor(settings, tree=lambda: self.tree, health=self.health, metrics=self.metrics),
+                    server_actor(
+                        settings,
+                        tree=lambda: self.tree,
+                        health=self.health,
+                        metrics=self.metrics,
+                        events=self.events.events,
+                    ),
                 ),
             ],
         )
@@ -61,9 +73,16 @@ class Node:
         return httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=self.socket), base_url="http://admin")
 
     async def wait_serving(self) -> None:
+        """Until the admin socket accepts connections (the file exists a moment earlier)."""
         with trio.fail_after(5):
-            while not os.path.exists(self.socket):
-                await trio.sleep(0.01)
+            while True:
+                try:
+                    stream = await trio.open_unix_socket(self.socket)
+                except OSError:
+                    await trio.sleep(0.01)
+                    continue
+                await stream.aclose()
+                return
 
 
 @pytest.fixture
@@ -110,6 +129,44 @@ async def test_debug_actors_serves_the_tree_snapshot(node):
     snap = msgspec.json.decode(answer.content, type=ActorSnapshot)
     assert [c.path for c in snap.children] == ["root/worker", "root/server"]
     assert snap.children[0].mailbox.capacity == 8
+
+
+async def test_events_serves_an_event_list_filtered_by_namespace_and_uid(node):
+    def ref(name, namespace):
+        return pod_reference(Pod(metadata=ObjectMeta(name=name, namespace=namespace, uid=f"uid-{name}")))
+
+    async with node.admin() as admin:
+        empty = await admin.get("/events")
+        assert empty.json() == {"apiVersion": "v1", "kind": "EventList", "metadata": {}, "items": []}
+        node.events.record(ref("web", "default"), "Normal", "Started", "Started container app",
+                           field_path="spec.containers{app}")
+        node.events.record(ref("dns", "kube-system"), "Warning", "BackOff", "Back-off restarting failed container")
+        every = await admin.get("/events")
+        system = await admin.get("/events", params={"namespace": "kube-system"})
+        web = await admin.get("/events?uid=uid-web&namespace=")
+    assert every.headers["content-type"].startswith("application/json")
+    items = msgspec.json.decode(every.content, type=_EventList).items
+    assert [(e.involved_object.name, e.reason, e.count) for e in items] == [("web", "Started", 1), ("dns", "BackOff", 1)]
+    first = every.json()["items"][0]
+    assert first["involvedObject"] == {"kind": "Pod", "namespace": "default", "name": "web", "uid": "uid-web",
+                                       "apiVersion": "v1", "fieldPath": "spec.containers{app}"}
+    assert first["source"] == {"component": "kubelet", "host": "node-1"}
+    assert (first["type"], first["count"]) == ("Normal", 1) and first["lastTimestamp"].endswith("Z")
+    assert first["metadata"]["namespace"] == "default" and first["metadata"]["name"].startswith("web.")
+    assert [i["involvedObject"]["name"] for i in system.json()["items"]] == ["dns"]
+    assert [i["involvedObject"]["name"] for i in web.json()["items"]] == ["web"]
+
+
+class _EventList(msgspec.Struct):
+    items: list[Event]
+
+
+async def test_events_default_to_an_empty_list_for_callers_without_a_recorder():
+    routes = AdminRoutes(tree=lambda: None, health=HealthBoard(), metrics=CollectorRegistry(),
+                         fault_injection=False, own_path="root/server")
+    answer = await routes(Request(method="GET", path="/events", query={"namespace": ["default"]}, headers={}))
+    assert answer.status == 200
+    assert msgspec.json.decode(answer.body) == {"apiVersion": "v1", "kind": "EventList", "metadata": {}, "items": []}
 
 
 async def test_crash_is_refused_without_fault_injection(node):

@@ -1,4 +1,4 @@
-"""pykubelet-inspect: rendering of the tree and the pods, the operator's error messages, and
+"""pykubelet-inspect: rendering of the tree, the pods and the events, the operator's error messages, and
 end to end against a small HTTP server on a unix socket standing in for the daemon."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 
 from pykubelet.cli import inspect
-from pykubelet.cli.inspect import AdminClient, InspectError, PodList, main
+from pykubelet.cli.inspect import AdminClient, EventList, InspectError, PodList, main
 from pykubelet.messages.supervision import ActorSnapshot, ErrorInfo, MailboxStats
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -56,8 +56,8 @@ def snapshot() -> ActorSnapshot:
     )
 
 
-def as_text(renderable) -> str:
-    console = Console(record=True, width=120)
+def as_text(renderable, width=120) -> str:
+    console = Console(record=True, width=width)
     console.print(renderable)
     return console.export_text()
 
@@ -83,6 +83,23 @@ def container(name, *, ready=True, restarts=0, waiting=None, terminated=None):
 
 def pod_list(*items) -> bytes:
     return json.dumps({"kind": "PodList", "apiVersion": "v1", "items": list(items)}).encode()
+
+
+def event(pod_name, reason, message, *, type="Normal", namespace="default", field_path="",
+          count=1, ago=timedelta(seconds=30)):
+    stamp = (NOW - ago).isoformat().replace("+00:00", "Z")
+    return {
+        "metadata": {"name": f"{pod_name}.17f3", "namespace": namespace},
+        "involvedObject": {"kind": "Pod", "namespace": namespace, "name": pod_name, "uid": "u",
+                           "apiVersion": "v1", "fieldPath": field_path},
+        "reason": reason, "message": message, "type": type, "count": count,
+        "firstTimestamp": stamp, "lastTimestamp": stamp,
+        "source": {"component": "kubelet", "host": "node-1"},
+    }
+
+
+def event_list(*items) -> bytes:
+    return json.dumps({"apiVersion": "v1", "kind": "EventList", "metadata": {}, "items": list(items)}).encode()
 
 
 # -- rendering ----------------------------------------------------------------------------
@@ -142,6 +159,42 @@ def test_pods_table_shows_ready_status_restarts_and_age():
 
 def test_no_pods_says_so():
     assert as_text(inspect.render_pods(PodList(kind="PodList"), NOW)).strip() == "No pods."
+
+
+def test_events_table_reads_like_kubectl_get_events():
+    events = msgspec.json.decode(
+        event_list(
+            event("web", "Pulled", 'Successfully pulled image "busybox"', field_path="spec.containers{app}",
+                  ago=timedelta(minutes=3)),
+            event("dns", "BackOff", "Back-off restarting failed container coredns", type="Warning",
+                  namespace="kube-system", field_path="spec.containers{coredns}", count=7),
+            event("web", "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.",
+                  ago=timedelta(seconds=90)),
+        ),
+        type=EventList,
+    )
+    lines = as_text(inspect.render_events(events, NOW), width=200).splitlines()
+    assert lines[0].split() == ["NAMESPACE", "LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE", "COUNT"]
+    rows = [line.split() for line in lines[1:]]
+    # oldest first, as kubectl events sorts them
+    assert [row[:5] for row in rows] == [
+        ["default", "3m", "Normal", "Pulled", "pod/web/spec.containers{app}"],
+        ["default", "90s", "Normal", "SandboxChanged", "pod/web"],
+        ["kube-system", "30s", "Warning", "BackOff", "pod/dns/spec.containers{coredns}"],
+    ]
+    assert " ".join(rows[0][5:-1]) == 'Successfully pulled image "busybox"'
+    assert [row[-1] for row in rows] == ["1", "1", "7"]
+
+
+def test_events_table_in_one_namespace_has_no_namespace_column():
+    events = msgspec.json.decode(event_list(event("web", "Started", "Started container app")), type=EventList)
+    lines = as_text(inspect.render_events(events, NOW, all_namespaces=False)).splitlines()
+    assert lines[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE", "COUNT"]
+    assert lines[1].split() == ["30s", "Normal", "Started", "pod/web", "Started", "container", "app", "1"]
+
+
+def test_no_events_says_so():
+    assert as_text(inspect.render_events(EventList(kind="EventList"), NOW)).strip() == "No events."
 
 
 @pytest.mark.parametrize(
@@ -237,6 +290,29 @@ def test_pods_end_to_end(daemon, capsys):
     assert main(["--socket", daemon.server_address, "pods"]) == 0
     out = capsys.readouterr().out
     assert out.split("\n")[1].split()[:5] == ["default", "web", "1/1", "Running", "0"]
+
+
+def test_events_end_to_end_with_a_namespace_and_as_json(daemon, capsys):
+    served = event_list(event("dns", "Killing", "Stopping container coredns", namespace="kube-system",
+                              ago=timedelta(seconds=5)))
+    serve_json(daemon, "GET", "/events", event_list())
+    serve_json(daemon, "GET", "/events?namespace=kube-system", served)
+    assert main(["--socket", daemon.server_address, "events"]) == 0
+    assert capsys.readouterr().out.strip() == "No events."
+    assert main(["--socket", daemon.server_address, "events", "--namespace", "kube-system"]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[1:4] == ["Normal", "Killing", "pod/dns"] and row[-1] == "1"
+    assert main(["--socket", daemon.server_address, "events", "-n", "kube-system", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(served)
+    assert daemon.requests == [
+        ("GET", "/events"), ("GET", "/events?namespace=kube-system"), ("GET", "/events?namespace=kube-system"),
+    ]
+
+
+def test_events_from_something_that_is_not_an_event_list_is_a_clear_error(daemon, capsys):
+    serve_json(daemon, "GET", "/events", pod_list())
+    assert main(["--socket", daemon.server_address, "events"]) == 1
+    assert capsys.readouterr().err == "pykubelet-inspect: GET /events: the answer is a PodList, not an EventList\n"
 
 
 def test_crash_and_restart_post_to_the_actor_path(daemon, capsys):
