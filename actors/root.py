@@ -8,7 +8,8 @@ root (rest_for_one)
 ├── pod-config     merges the sources into PodUpdates
 ├── sources        one_for_one: file (--pod-manifest-path), http (--manifest-url)
 ├── gc             container GC every minute, image GC every 5 minutes
-└── server         healthz port and admin socket
+├── server         healthz port and admin socket
+└── probes         one_for_one: manager + one worker per running container x probe kind
 
 rest_for_one: an actor that fails restarts the ones started after it, since later actors
 rely on earlier ones; a restarted sync loop is fed again from scratch by pod config and
@@ -31,6 +32,7 @@ from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, pleg_a
 from pykubelet.actors.pod_config import pod_config_actor
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps, pod_worker_actor
+from pykubelet.actors.probes import ProbeMetrics, ProbeResults, probes_supervisor_spec
 from pykubelet.actors.runtime_link import RuntimeHandle, RuntimeLinkMetrics, RuntimeLinkSettings, runtime_link_actor
 from pykubelet.actors.server import ServerSettings, server_actor
 from pykubelet.actors.server.metrics import ActorTreeCollector
@@ -84,6 +86,7 @@ class Daemon:
         self.statuses = PodStatuses()
         self.runtime_pods = RuntimePods()
         self.desired = DesiredPods()
+        self.probe_results = ProbeResults()
         node = settings.node or NodeSettings(
             name="localhost", host_ip="127.0.0.1", root_dir=settings.root_dir,
             pod_logs_dir=os.path.join(settings.root_dir, "pod-logs"),
@@ -98,9 +101,11 @@ class Daemon:
             metrics=PodMetrics(self.metrics),
             node=node,
             events=self.events,
+            probe_results=self.probe_results,
+            resync_period=settings.sync.sync_frequency,
         )
         self.root = Supervisor("root", self._children(deps), strategy="rest_for_one")
-        self.metrics.register(ActorTreeCollector(self.root.snapshot, fold=["root/pod-workers"]))
+        self.metrics.register(ActorTreeCollector(self.root.snapshot, fold=["root/pod-workers", "root/probes"]))
 
     def _children(self, deps: PodWorkerDeps) -> list[ChildSpec]:
         settings = self.settings
@@ -154,6 +159,12 @@ class Daemon:
                     tree=lambda: self.root, health=self.health, metrics=self.metrics, pods=self.statuses.pod_list,
                     events=self.events.events,
                 ),
+            ),
+            # Last: nothing depends on it but through its mailbox and the results board, so
+            # a probes escalation restarts only the probes.
+            probes_supervisor_spec(
+                tree=lambda: self.root, results=self.probe_results, metrics=ProbeMetrics(self.metrics),
+                runtime=self.runtime, host_ip=self.node.host_ip,
             ),
         ]
 

@@ -23,7 +23,7 @@ from pykubelet.messages.pod_updates import (
     ManifestProblems,
     PlegEvent,
     PodUpdate,
-    ResyncTick,
+    ProbeResult,
     SourcesReady,
     SyncLoopMessage,
     SyncPod,
@@ -53,7 +53,7 @@ class DesiredPods:
 
 @dataclass(frozen=True)
 class SyncLoopSettings:
-    sync_frequency: float = 60.0  # --sync-frequency
+    sync_frequency: float = 60.0  # --sync-frequency: each pod worker resyncs on its own
     housekeeping_period: float = 2.0  # the Go kubelet's housekeeping period
     max_pods: int = 110  # --max-pods
     workers: str = "root/pod-workers"
@@ -77,7 +77,6 @@ def sync_loop_actor(
         view.uids, view.sources_ready = frozenset(), False  # a new incarnation starts empty
         assert ctx.mailbox is not None
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_tick, ctx, ResyncTick(), settings.sync_frequency)
             nursery.start_soon(_tick, ctx, HousekeepingTick(), settings.housekeeping_period)
             async for message in ctx.mailbox:
                 await loop.handle(message)
@@ -116,11 +115,8 @@ class SyncLoop:
     async def handle(self, message: SyncLoopMessage) -> None:
         if isinstance(message, PodUpdate):
             await self._on_update(message)
-        elif isinstance(message, PlegEvent):
-            await self._on_pleg_event(message)
-        elif isinstance(message, ResyncTick):
-            for pod in list(self.desired.values()):
-                await self._sync(pod)
+        elif isinstance(message, (PlegEvent, ProbeResult)):
+            await self._on_pod_event(message.pod_uid)
         elif isinstance(message, HousekeepingTick):
             await self._housekeeping()
         elif isinstance(message, SourcesReady):
@@ -165,12 +161,13 @@ class SyncLoop:
         self.statuses.set(pod, PodStatus(phase="Failed", reason="OutOfpods", message=message))
         return False
 
-    async def _on_pleg_event(self, event: PlegEvent) -> None:
-        pod = self.desired.get(event.pod_uid)
+    async def _on_pod_event(self, uid: str) -> None:
+        """Something changed for this pod in the runtime (PLEG) or in a probe's result."""
+        pod = self.desired.get(uid)
         if pod is not None:
             await self._sync(pod)
         elif self.sources_ready:
-            await self._terminate(event.pod_uid, reason="no source wants it")
+            await self._terminate(uid, reason="no source wants it")
 
     async def _housekeeping(self) -> None:
         self.terminating = {uid for uid in self.terminating if self.workers.has_child(uid)}

@@ -9,6 +9,7 @@ from typing import Literal
 import msgspec
 
 from .pod import Pod
+from .probes import ProbeResult
 
 # --- sources -> pod config ----------------------------------------------------------
 
@@ -64,15 +65,11 @@ class PlegEvent(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
     container_id: str = ""
 
 
-class ResyncTick(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
-    """Every --sync-frequency: sync every pod even without events."""
-
-
 class HousekeepingTick(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
     """Every 2s: find pods running in the runtime that no source wants."""
 
 
-SyncLoopMessage = PodUpdate | SourcesReady | ManifestProblems | PlegEvent | ResyncTick | HousekeepingTick
+SyncLoopMessage = PodUpdate | SourcesReady | ManifestProblems | PlegEvent | ProbeResult | HousekeepingTick
 
 # --- sync loop -> pod worker --------------------------------------------------------
 

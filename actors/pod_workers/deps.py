@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.pod_statuses import PodStatuses
+from pykubelet.actors.probes.results import ProbeResults
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.pods.backoff import CrashLoopBackOff
 
@@ -31,3 +32,6 @@ class PodWorkerDeps:
     metrics: PodMetrics
     node: NodeSettings
     events: EventRecorder
+    probe_results: ProbeResults
+    probe_manager: str = "root/probes/manager"  # where ProbeTargets go
+    resync_period: float = 60.0  # --sync-frequency

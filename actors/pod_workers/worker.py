@@ -9,9 +9,11 @@ worker wake itself when the back-off ends.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
+import random
 import time
 
 import trio
@@ -21,14 +23,15 @@ from pykubelet.actors import events
 from pykubelet.actors.events import pod_reference
 from pykubelet.messages.pod import Container, Pod, PodStatus
 from pykubelet.messages.pod_updates import PodWorkerMessage, SyncPod, TerminatePod
+from pykubelet.messages.probes import ProbeTargets
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
-from pykubelet.pods.actions import PodActions, compute_pod_actions, restart_count_for
+from pykubelet.pods.actions import ContainerToKill, PodActions, compute_pod_actions, restart_count_for
 from pykubelet.pods.backoff import backoff_key, crash_loop_message, format_pod
 from pykubelet.pods.runtime_config import container_config, sandbox_config
 from pykubelet.pods.status import compute_pod_status, rfc3339
 from pykubelet.ports.cri import CriError, CriNotFound
 from pykubelet.ports.cri.pods import read_pod_status
-from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor import ActorContext, MailboxFull, Registry, UnknownAddress
 
 from .deps import PodWorkerDeps
 from . import termination_message
@@ -40,6 +43,7 @@ log = logging.getLogger("pykubelet.podworker")
 DEFAULT_GRACE_PERIOD = 30
 MINIMUM_GRACE_PERIOD = 2  # the Go kubelet never gives a container less to stop
 RETRY_INITIAL, RETRY_MAX = 1.0, 10.0  # after a failed sync (runtime unavailable, ...)
+RESYNC_JITTER = 0.5
 POST_START_TIMEOUT = 120.0  # Go gives postStart no deadline; a hung hook must not hold the worker forever
 
 
@@ -63,6 +67,7 @@ class PodWorker:
         self.updated = False
         self.running_reported = False
         self.waiting: dict[str, tuple[str, str]] = {}
+        self.registry: Registry | None = None
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -74,6 +79,7 @@ class PodWorker:
 
     async def run(self, ctx: ActorContext) -> None:
         assert ctx.mailbox is not None
+        self.registry = ctx.registry
         wake_at = -math.inf if self.pod is not None else math.inf  # sync at once if we have a spec
         retry = RETRY_INITIAL
         terminate: TerminatePod | None = None
@@ -91,6 +97,10 @@ class PodWorker:
                     continue
                 wake_in = await self.sync()
                 retry = RETRY_INITIAL
+                # Each worker resyncs on its own, with jitter, so that the pods of a node
+                # do not all sync in the same second (Go: workerResyncIntervalJitterFactor).
+                resync = self.deps.resync_period * (1 + RESYNC_JITTER * random.random())
+                wake_in = resync if wake_in is None else min(wake_in, resync)
             except CriError as exc:
                 log.warning("pod sync failed, retrying in %gs: %s", retry, exc, extra=self.fields)
                 if self.pod is not None and self.deps.statuses.get(self.uid) is None:
@@ -124,8 +134,10 @@ class PodWorker:
         started = time.perf_counter()
         cri = deps.runtime.client
         runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
-        actions = compute_pod_actions(pod, runtime)
+        actions = self._with_probe_kills(compute_pod_actions(pod, runtime), runtime)
         self.waiting = {}
+        if deps.statuses.get(self.uid) is None:
+            self._publish(pod, runtime)  # seen at once in /pods, Pending, before the work
         try:
             wake_in = await self._perform(pod, runtime, actions)
         finally:
@@ -134,6 +146,7 @@ class PodWorker:
                 with contextlib.suppress(CriError):
                     runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
             self._publish(pod, runtime)
+            await self._tell_probes(pod, runtime)
         deps.metrics.pod_worker_duration.labels(operation).observe(time.perf_counter() - started)
         self.synced_once, self.updated = True, False
         return wake_in
@@ -259,6 +272,37 @@ class PodWorker:
         await _ignore_gone(cri.stop_container(container_id, max(self._grace_period(pod), MINIMUM_GRACE_PERIOD)))
         return None
 
+    def _with_probe_kills(self, actions: PodActions, runtime: PodRuntimeStatus) -> PodActions:
+        """Also kill the containers whose liveness or startup probe failed; they restart
+        by the pod's restart policy (Go: computePodActions)."""
+        running = _running(runtime)
+        results = self.deps.probe_results
+        failed = {
+            **{n: f"Container {n} failed startup probe, will be restarted" for n in results.failed_startup(self.uid, running)},
+            **{n: f"Container {n} failed liveness probe, will be restarted" for n in results.failed_liveness(self.uid, running)},
+        }
+        already = {k.container_id for k in actions.containers_to_kill}
+        kills = [
+            ContainerToKill(container_id=running[name], name=name, message=message)
+            for name, message in failed.items()
+            if running[name] not in already
+        ]
+        if not kills:
+            return actions
+        return dataclasses.replace(actions, containers_to_kill=(*actions.containers_to_kill, *kills))
+
+    async def _tell_probes(self, pod: Pod | None, runtime: PodRuntimeStatus | None) -> None:
+        """The running containers, for the probe manager (None: stop every probe)."""
+        targets = ProbeTargets(pod_uid=self.uid, pod=None)
+        if pod is not None and runtime is not None:
+            running = _running(runtime)
+            started = {c.name: c.started_at or c.created_at for c in runtime.containers if c.id in running.values()}
+            targets = ProbeTargets(pod_uid=self.uid, pod=pod, running=running, started_at=started)
+        if self.registry is None:
+            return  # driven outside a tree (tests): no probe manager to tell
+        with contextlib.suppress(UnknownAddress, MailboxFull):
+            self.registry.lookup(self.deps.probe_manager).send_nowait(targets)
+
     def _start_failed(self, pod: Pod, name: str, reason: str, exc: CriError, container_type: str) -> float:
         self.waiting[name] = (reason, str(exc))
         self.record(pod, name, "Warning", events.FAILED_TO_START_CONTAINER, f"Error: {exc}")
@@ -286,6 +330,7 @@ class PodWorker:
         runtime = termination_message.with_messages(
             pod, runtime, root_dir=deps.node.root_dir, pod_logs_dir=deps.node.pod_logs_dir
         )
+        running = _running(runtime)
         status: PodStatus = compute_pod_status(
             pod,
             runtime,
@@ -294,6 +339,8 @@ class PodWorker:
             now=rfc3339(time.time()),
             host_ip=deps.node.host_ip,
             previous=previous,
+            ready=deps.probe_results.ready(self.uid, running),
+            started=deps.probe_results.started(self.uid, running),
         )
         deps.statuses.set(pod, status)
         if status.phase == "Running" and not self.running_reported:
@@ -324,6 +371,7 @@ class PodWorker:
             grace,
             extra={**self.fields, "pod": self.pod.full_name if self.pod else f"{runtime.namespace}/{runtime.name}"},
         )
+        await self._tell_probes(None, None)  # no liveness kill during a graceful stop
         await self._kill_pod(runtime, grace, remove=True)
         self.deps.statuses.remove(self.uid)
 
@@ -385,6 +433,11 @@ class PodWorker:
         """Where a hook's httpGet goes by default: the pod IP (the node's, for host network)."""
         status = self.deps.statuses.get(self.uid)
         return (status.pod_ip if status is not None and status.pod_ip else "") or self.deps.node.host_ip
+
+
+def _running(runtime: PodRuntimeStatus) -> dict[str, str]:
+    """Container name -> id of its running container."""
+    return {c.name: c.id for c in reversed(runtime.containers) if c.state == "running"}
 
 
 def _ports(container: Container | None) -> dict[str, int]:

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.pod_statuses import PodStatuses
+from pykubelet.actors.probes import ProbeResults
 from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps
 from pykubelet.actors.pod_workers.worker import PodWorker
 from pykubelet.actors.runtime_link import RuntimeHandle
@@ -68,6 +69,7 @@ async def test_changed_image_recreates_only_that_container(cri, containerd, tmp_
         metrics=PodMetrics(CollectorRegistry()),
         node=NodeSettings(name="node1", host_ip="127.0.0.1", root_dir=str(tmp_path), pod_logs_dir=str(tmp_path / "logs")),
         events=EventRecorder(CollectorRegistry()),
+        probe_results=ProbeResults(),
     )
     uid = str(uuid.uuid4())
     pod = running_pod(uid)

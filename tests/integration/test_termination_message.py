@@ -20,7 +20,14 @@ def test_message_file_and_log_fallback_become_the_terminated_message(containerd,
         "custom", ["sh", "-c", "echo done > /tmp/msg; exit 0"], terminationMessagePath="/tmp/msg"
     )
     write_manifest(manifests, pod_manifest("messages", [writes_file, falls_back, custom_path], restartPolicy="Never"))
-    pod = wait_for_pod(daemon, "messages", phase("Failed"), "Failed")
+    def messages_in(pod: dict) -> bool:
+        # The runtime may report an exit before the last log lines are written; a later
+        # sync (at the latest the resync) reads the complete message.
+        statuses = pod.get("status", {}).get("containerStatuses", [])
+        done = [s for s in statuses if "terminated" in s.get("state", {})]
+        return phase("Failed")(pod) and len(done) == 3 and all(s["state"]["terminated"].get("message") for s in done)
+
+    pod = wait_for_pod(daemon, "messages", messages_in, "Failed with the three messages", timeout=100)
     assert container_status(pod, "file")["state"]["terminated"]["message"].strip() == "disk full"
     assert container_status(pod, "logs")["state"]["terminated"]["message"].splitlines() == ["starting", "boom: bad config"]
     assert container_status(pod, "custom")["state"]["terminated"]["message"].strip() == "done"

@@ -1,0 +1,295 @@
+"""What the containerd benchmarks share: a private containerd with the test images, the
+daemon as a subprocess on it, the admin socket, /proc readings and percentiles.
+
+Everything started here is ended by the context managers, also on Ctrl-C, SIGTERM or an
+error; the daemon also dies with the benchmark if the benchmark is killed (PDEATHSIG).
+Addresses are 127.0.0.1 and unix sockets only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # for tests.support, when run as `python bench/x.py`
+    sys.path.insert(0, str(REPO))
+
+import httpx  # noqa: E402
+
+from tests.support.containerd import (  # noqa: E402
+    BUSYBOX_IMAGE,
+    PrivateContainerd,
+    build_and_import_images,
+    check_prerequisites,
+)
+from tests.support.daemon import DaemonProcess  # noqa: E402
+from tests.support.pods import TRAPPING_LOOP, container, pod_manifest, write_manifest  # noqa: E402
+
+__all__ = [
+    "BUSYBOX_IMAGE",
+    "AdminClient",
+    "BenchDaemon",
+    "NODE",
+    "cpu_seconds",
+    "histogram",
+    "histogram_quantile",
+    "sums_by_label",
+    "loop_pod",
+    "met",
+    "ms",
+    "percentile",
+    "private_containerd",
+    "rss_bytes",
+    "write_manifest",
+]
+
+NODE = "benchnode"  # --hostname-override: no dash, so "<pod>-<node>" splits unambiguously
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PR_SET_PDEATHSIG = 1
+
+
+# -- figures ---------------------------------------------------------------------------
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Nearest rank: the smallest sample with at least q of all samples at or below it."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def p50_p99(samples: list[float]) -> tuple[float, float]:
+    return statistics.median(samples), percentile(samples, 0.99)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:7.1f} ms"
+
+
+def met(ok: bool) -> str:
+    return "target met" if ok else "TARGET MISSED"
+
+
+# -- a private containerd --------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def private_containerd() -> Iterator[PrivateContainerd]:
+    """A private containerd with BUSYBOX_IMAGE and the pause image imported; stopped (every
+    sandbox removed, shims killed, cgroups and temp dir gone) however the block ends."""
+    check_prerequisites()
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    instance = PrivateContainerd()
+    try:
+        instance.start()
+        build_and_import_images(instance)
+        yield instance
+    finally:
+        with _uninterruptible():
+            instance.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _uninterruptible() -> Iterator[None]:
+    """Cleanup that a second Ctrl-C does not cut short."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, term)
+
+
+# -- the daemon ------------------------------------------------------------------------
+
+
+def loop_pod(name: str) -> dict:
+    """A host-network busybox pod whose one container loops and exits at once on SIGTERM."""
+    return pod_manifest(name, [container("loop", TRAPPING_LOOP)])
+
+
+class BenchDaemon(DaemonProcess):
+    """`pykubelet run` on a private containerd, standalone, with its own root dir, manifest
+    dir and pod logs dir under one temp dir (removed by close()); JSON logs, so that the
+    benchmarks can read event times from them."""
+
+    def __init__(self, containerd: PrivateContainerd, *extra: str) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="pykubelet-bench-", dir="/tmp"))
+        self.manifests = self.base / "manifests"
+        self.manifests.mkdir()
+        config = self.base / "kubelet.yaml"
+        config.write_text(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+            f"podLogsDir: {self.base / 'pod-logs'}\n"
+        )
+        super().__init__(
+            self.base / "root",
+            f"--config={config}",
+            f"--container-runtime-endpoint={containerd.endpoint}",
+            f"--pod-manifest-path={self.manifests}",
+            f"--hostname-override={NODE}",
+            "--node-ip=127.0.0.1",
+            "--logging-format=json",
+            *extra,
+        )
+        self.client: AdminClient | None = None
+
+    def start(self) -> BenchDaemon:
+        self.root_dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+        self.wait_for(lambda: os.path.exists(self.admin_socket), "the admin socket to appear")
+        self.client = AdminClient(self.admin_socket)
+        self.wait_for(lambda: self.client.get("/healthz").status_code == 200, "healthz ok (runtime connected)")
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def log_events(self) -> list[dict]:
+        """The daemon's JSON log lines (others, e.g. a traceback's, skipped)."""
+        events = []
+        for line in self.log().splitlines():
+            if line.startswith("{"):
+                with contextlib.suppress(ValueError):
+                    events.append(json.loads(line))
+        return events
+
+    def close(self) -> None:
+        """SIGTERM (containers stay in the runtime, as with the Go kubelet), else SIGKILL."""
+        if self.client is not None:
+            self.client.close()
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.terminate(timeout=20)
+        self.stop()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_daemon(containerd: PrivateContainerd, *extra: str, keep_log: Path | None = None) -> Iterator[BenchDaemon]:
+    daemon = BenchDaemon(containerd, *extra)
+    try:
+        yield daemon.start()
+    finally:
+        with _uninterruptible():
+            if keep_log is not None and daemon.log_path.exists():
+                shutil.copyfile(daemon.log_path, keep_log)
+            daemon.close()
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class AdminClient:
+    """HTTP over the admin socket on one kept-alive connection (a poll every 20 ms should
+    cost the daemon a request, not a connection)."""
+
+    def __init__(self, socket_path: str) -> None:
+        self._client = httpx.Client(transport=httpx.HTTPTransport(uds=socket_path), base_url="http://admin", timeout=10)
+
+    def get(self, path: str) -> httpx.Response:
+        return self._client.get(path)
+
+    def pods(self) -> dict[str, dict]:
+        """/pods by the manifest's name (the node suffix removed)."""
+        items = self._client.get("/pods").json()["items"]
+        return {pod["metadata"]["name"].removesuffix(f"-{NODE}"): pod for pod in items}
+
+    def close(self) -> None:
+        self._client.close()
+
+
+# -- /proc and /metrics ----------------------------------------------------------------
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/{pid}/status has no VmRSS")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process (all its threads), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15 of stat(5)
+
+
+def histogram(metrics_text: str, name: str) -> tuple[list[tuple[float, float]], float, float]:
+    """A Prometheus histogram from a text exposition: ([(le, cumulative count)], sum, count)."""
+    buckets: list[tuple[float, float]] = []
+    total = count = 0.0
+    for line in metrics_text.splitlines():
+        if line.startswith(f"{name}_bucket{{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((math.inf if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+        elif line.startswith(f"{name}_sum "):
+            total = float(line.rsplit(" ", 1)[1])
+        elif line.startswith(f"{name}_count "):
+            count = float(line.rsplit(" ", 1)[1])
+    return sorted(buckets), total, count
+
+
+def sums_by_label(metrics_text: str, name: str, label: str) -> dict[str, tuple[float, int]]:
+    """{label value: (sum, count)} of a labelled histogram in a text exposition."""
+    found: dict[str, list[float]] = {}
+    for line in metrics_text.splitlines():
+        for suffix, index in (("_sum{", 0), ("_count{", 1)):
+            if line.startswith(name + suffix) and f'{label}="' in line:
+                value = line.split(f'{label}="', 1)[1].split('"', 1)[0]
+                found.setdefault(value, [0.0, 0.0])[index] = float(line.rsplit(" ", 1)[1])
+    return {value: (total, int(count)) for value, (total, count) in found.items()}
+
+
+def histogram_delta(before: tuple, after: tuple) -> tuple[list[tuple[float, float]], float, float]:
+    """What a histogram gathered between two scrapes."""
+    earlier = dict(before[0])
+    return [(le, c - earlier.get(le, 0.0)) for le, c in after[0]], after[1] - before[1], after[2] - before[2]
+
+
+def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
+    """Prometheus' histogram_quantile: linear interpolation inside the bucket that holds the
+    q-th observation (so an estimate, never finer than the bucket bounds)."""
+    if not buckets or buckets[-1][1] == 0:
+        return math.nan
+    rank = q * buckets[-1][1]
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                return lower_bound  # in the +Inf bucket: the highest finite bound
+            if count == lower_count:
+                return bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+def wall() -> float:
+    """Wall-clock seconds, the clock of the daemon's log timestamps."""
+    return time.time()

@@ -1,0 +1,377 @@
+"""The probe handlers: exec (CRI ExecSync), httpGet (httpx), tcpSocket (trio), grpc (the
+grpc.health.v1 protocol over grpc.aio on trio-asyncio).
+
+Each returns (outcome, message) within the probe's timeout, as Go's pkg/probe does:
+"success" or "failure" (with why), or "unknown" when the probe could not be run at all
+(Go's error result, which the worker throws away). Host names are never resolved: a host
+that is not an IP literal is "unknown" with a message saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import shlex
+from collections.abc import Callable, Sequence
+
+import grpc
+import httpx
+import trio
+import trio_asyncio
+
+from pykubelet.messages.pod import Container, ExecAction, GRPCAction, HTTPGetAction, TCPSocketAction
+from pykubelet.messages.probes import ProbeOutcome
+from pykubelet.pods.probes import InvalidProbe, ResolvedProbe, resolve_port
+from pykubelet.ports.cri import CommandTimedOut, CriClient, CriError
+
+ProbeAnswer = tuple[ProbeOutcome, str]
+
+KUBE_VERSION = "1.36"  # the Kubernetes minor this kubelet speaks for
+USER_AGENT = f"kube-probe/{KUBE_VERSION}"
+MAX_OUTPUT = 10 * 1024  # Go reads at most 10 KiB of a probe's body or command output
+MAX_REDIRECTS = 10  # Go's http.Client: the 10th redirect response is an error
+
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+SERVING_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
+
+
+def ip_literal(host: str) -> str | None:
+    """The host as an IP address string, or None if it is a name (which we never resolve)."""
+    try:
+        return str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        return None
+
+
+def _not_an_ip(what: str, host: str) -> ProbeAnswer:
+    if not host:
+        return "unknown", f"{what}: no host to probe (the pod has no IP yet)"
+    return "unknown", f"{what}: host {host!r} is not an IP address; pykubelet does not resolve host names"
+
+
+def _join(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# -- exec --------------------------------------------------------------------------------------
+
+
+async def probe_exec(cri: CriClient, container_id: str, command: Sequence[str], timeout: float) -> ProbeAnswer:
+    """Exit 0: success; other exit: failure with the output; past the timeout: failure;
+    any other runtime error: unknown."""
+    try:
+        result = await cri.exec_sync(container_id, list(command), timeout)
+    except CommandTimedOut:
+        return "failure", f"command timed out after {timeout:g}s: {shlex.join(command)}"
+    except CriError as error:
+        return "unknown", f"exec {shlex.join(command)}: {error}"
+    output = (result.stdout + result.stderr)[:MAX_OUTPUT].decode(errors="replace").strip()
+    if result.exit_code == 0:
+        return "success", output
+    detail = f": {output}" if output else ""
+    return "failure", f"command {shlex.join(command)} exited with code {result.exit_code}{detail}"
+
+
+# -- httpGet -----------------------------------------------------------------------------------
+
+
+def http_url(scheme: str, host: str, port: int, path: str) -> httpx.URL:
+    """Go's formatURL: the path may carry a query; IPv6 hosts are bracketed."""
+    path = path or "/"
+    if not path.startswith("/"):
+        path = "/" + path
+    return httpx.URL(f"{(scheme or 'http').lower()}://{_join(host, port)}{path}")
+
+
+def http_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The request's headers as Go's newProbeRequest sets them: the probe's own, then
+    User-Agent kube-probe/<version> and Accept */* unless given (an empty Accept removes it);
+    no keep-alive, no compression."""
+    given = {name.lower() for name, _ in headers}
+    out = [(name, value) for name, value in headers if not (name.lower() == "accept" and value == "")]
+    if "user-agent" not in given:
+        out.append(("User-Agent", USER_AGENT))
+    if "accept" not in given:
+        out.append(("Accept", "*/*"))
+    out.append(("Connection", "close"))
+    return out
+
+
+async def probe_http(
+    url: httpx.URL,
+    headers: Sequence[tuple[str, str]] = (),
+    timeout: float = 1.0,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> ProbeAnswer:
+    """GET the URL: 200-399 success, else failure. Redirects to the same host are followed
+    (the 10th redirect fails the probe); one to another host is not, and its 3xx counts as a
+    success with a warning, as Go's probe does."""
+    if ip_literal(url.host) is None:
+        return _not_an_ip(f'Get "{url}"', url.host)
+    with trio.move_on_after(timeout):
+        try:
+            return await _http_get(url, http_headers(headers), transport)
+        except httpx.HTTPError as error:
+            return "failure", f'Get "{_request_url(error, url)}": {_describe(error)}'
+    return "failure", f'Get "{url}": no answer within the {timeout:g}s timeout (Client.Timeout exceeded)'
+
+
+async def _http_get(
+    url: httpx.URL, headers: list[tuple[str, str]], transport: httpx.AsyncBaseTransport | None
+) -> ProbeAnswer:
+    async with httpx.AsyncClient(
+        verify=False, trust_env=False, follow_redirects=False, timeout=None, transport=transport
+    ) as client:
+        first_host = url.host
+        for requests in range(1, MAX_REDIRECTS + 1):
+            request = httpx.Request("GET", url, headers=headers)
+            response = await client.send(request, stream=True)
+            try:
+                if response.has_redirect_location:
+                    target = response.url.join(response.headers["Location"])
+                    if target.host == first_host:
+                        if requests == MAX_REDIRECTS:
+                            return "failure", f'Get "{target}": stopped after {MAX_REDIRECTS} redirects'
+                        url = target
+                        continue
+                body = await _read_some(response)
+            finally:
+                await response.aclose()
+            return _judge(response, body)
+    raise AssertionError("unreachable")
+
+
+def _judge(response: httpx.Response, body: str) -> ProbeAnswer:
+    code = response.status_code
+    if 200 <= code < 300:
+        return "success", ""
+    if 300 <= code < 400:
+        location = response.headers.get("Location", "")
+        where = f" to {location}" if location else ""
+        return "success", f"Probe terminated redirects ({code}{where}), Response body: {body}"
+    # The body stays out of a failure message: it may carry what an operator must not see
+    # in events (Go, kubernetes#99425).
+    return "failure", f"HTTP probe failed with statuscode: {code}"
+
+
+async def _read_some(response: httpx.Response) -> str:
+    try:
+        body = bytearray(response.content)  # already read (a transport that answers in memory)
+    except httpx.ResponseNotRead:
+        body = bytearray()
+        async for chunk in response.aiter_raw():
+            body += chunk
+            if len(body) >= MAX_OUTPUT:
+                break
+    return bytes(body[:MAX_OUTPUT]).decode(errors="replace")
+
+
+def _request_url(error: httpx.HTTPError, default: httpx.URL) -> httpx.URL:
+    """The URL the failed request went to (after redirects), else the probe's."""
+    try:
+        return error.request.url
+    except RuntimeError:  # httpx: the error carries no request
+        return default
+
+
+def _describe(error: httpx.HTTPError) -> str:
+    if isinstance(error, httpx.ConnectError) and (found := _first_strerror(error.__cause__)):
+        return f"connect: {found.lower()}"
+    return str(error) or type(error).__name__
+
+
+# -- tcpSocket ---------------------------------------------------------------------------------
+
+
+async def probe_tcp(host: str, port: int, timeout: float) -> ProbeAnswer:
+    """Success if a TCP connection opens within the timeout (it is closed at once)."""
+    address = ip_literal(host)
+    if address is None:
+        return _not_an_ip(f"dial tcp {_join(host, port)}", host)
+    with trio.move_on_after(timeout):
+        try:
+            stream = await trio.open_tcp_stream(address, port)
+        except OSError as error:
+            return "failure", f"dial tcp {_join(address, port)}: connect: {_os_reason(error)}"
+        await stream.aclose()
+        return "success", ""
+    return "failure", f"dial tcp {_join(address, port)}: i/o timeout after {timeout:g}s"
+
+
+def _os_reason(error: BaseException) -> str:
+    """"connection refused" rather than trio's "all attempts to connect ... failed"."""
+    found = _first_strerror(error)
+    return (found or str(error)).lower()
+
+
+def _first_strerror(error: BaseException | None) -> str | None:
+    if error is None:
+        return None
+    if isinstance(error, OSError) and error.errno:
+        return os.strerror(error.errno)
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            if found := _first_strerror(inner):
+                return found
+    return _first_strerror(error.__cause__ or error.__context__)
+
+
+# -- grpc --------------------------------------------------------------------------------------
+# grpc.aio on the asyncio loop trio-asyncio runs (the daemon opens it around the tree, and the
+# CRI port uses it already): a trio cancellation cancels the call, and no thread is held per
+# probe. The two messages are built by hand (HealthCheckRequest{string service = 1},
+# HealthCheckResponse{ServingStatus status = 1}) to need no generated stubs.
+
+
+def encode_health_request(service: str) -> bytes:
+    data = service.encode()
+    return b"\x0a" + _varint(len(data)) + data if data else b""
+
+
+def decode_health_response(data: bytes) -> int:
+    """The status field of a HealthCheckResponse (0, UNKNOWN, when absent)."""
+    status, i = 0, 0
+    while i < len(data):
+        key, i = _read_varint(data, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _read_varint(data, i)
+            if field == 1:
+                status = value
+        elif wire == 2:
+            length, i = _read_varint(data, i)
+            i += length
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            raise ValueError(f"HealthCheckResponse: unsupported wire type {wire}")
+    if i > len(data):
+        raise ValueError("HealthCheckResponse: truncated")
+    return status
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _read_varint(data: bytes, i: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if i >= len(data):
+            raise ValueError("HealthCheckResponse: truncated varint")
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, i
+        shift += 7
+
+
+async def probe_grpc(host: str, port: int, service: str, timeout: float) -> ProbeAnswer:
+    """grpc.health.v1.Health/Check for the service: SERVING is success; anything else,
+    including no connection within the timeout, is failure (as Go, mimicking
+    grpc_health_probe). Needs a running trio-asyncio loop."""
+    address = ip_literal(host)
+    if address is None:
+        return _not_an_ip(f"grpc {_join(host, port)}", host)
+    return await trio_asyncio.aio_as_trio(_grpc_check)(address, port, service, timeout)
+
+
+async def _grpc_check(address: str, port: int, service: str, timeout: float) -> ProbeAnswer:
+    # Runs on the asyncio side. An ipv4:/ipv6: target bypasses grpc's DNS resolver.
+    family = "ipv6" if ":" in address else "ipv4"
+    addr = _join(address, port)
+    options = [("grpc.primary_user_agent", USER_AGENT), ("grpc.enable_retries", 0)]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    async with grpc.aio.insecure_channel(f"{family}:{addr}", options=options) as channel:
+        try:
+            await asyncio.wait_for(channel.channel_ready(), timeout)
+        except asyncio.TimeoutError:
+            return "failure", f'timeout: failed to connect service "{addr}" within {timeout:g}s'
+        check = channel.unary_unary(HEALTH_CHECK)
+        try:
+            data = await check(encode_health_request(service), timeout=max(deadline - loop.time(), 0.001))
+        except grpc.aio.AioRpcError as error:
+            code, details = error.code(), error.details() or ""
+            if code == grpc.StatusCode.UNIMPLEMENTED:
+                return "failure", (
+                    "error: this server does not implement the grpc health protocol "
+                    f"(grpc.health.v1.Health): {details}"
+                )
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return "failure", f"timeout: health rpc did not complete within {timeout:g}s"
+            return "failure", f"error: health rpc probe failed: {code.name}: {details}"
+    try:
+        status = decode_health_response(data)
+    except ValueError as error:
+        return "failure", f"error: health rpc probe failed: {error}"
+    if status != 1:
+        return "failure", f'service unhealthy (responded with "{SERVING_STATUS.get(status, status)}")'
+    return "success", "service healthy"
+
+
+# -- one probe, whatever its handler -------------------------------------------------------------
+
+
+async def run_probe(
+    probe: ResolvedProbe,
+    container: Container,
+    *,
+    container_id: str,
+    host: str,
+    cri: Callable[[], CriClient],
+) -> ProbeAnswer:
+    """Run a resolved probe of a container once. `host` is the default target (the pod's IP)
+    for httpGet and tcpSocket without a host of their own, and for grpc; `cri()` gives the
+    runtime client for exec (a CriError from it, e.g. not connected, is "unknown")."""
+    action = probe.action
+    try:
+        if isinstance(action, ExecAction):
+            try:
+                client = cri()
+            except CriError as error:
+                return "unknown", f"exec {shlex.join(action.command)}: {error}"
+            return await probe_exec(client, container_id, action.command, probe.timeout)
+        if isinstance(action, HTTPGetAction):
+            port = resolve_port(action.port, container)
+            try:
+                url = http_url(action.scheme, action.host or host, port, action.path)
+            except (httpx.InvalidURL, ValueError) as problem:
+                return "unknown", f"httpGet: cannot make a URL of scheme {action.scheme!r}, path {action.path!r}: {problem}"
+            headers = [(h.name, h.value) for h in action.http_headers]
+            return await probe_http(url, headers, probe.timeout)
+        if isinstance(action, TCPSocketAction):
+            return await probe_tcp(action.host or host, resolve_port(action.port, container), probe.timeout)
+        if isinstance(action, GRPCAction):
+            return await probe_grpc(host, resolve_port(action.port, container), action.service or "", probe.timeout)
+    except InvalidProbe as problem:
+        return "unknown", f"{probe.handler}: {problem}"
+    return "unknown", f"no handler for a {probe.handler} probe"
+
+
+__all__ = [
+    "MAX_OUTPUT",
+    "MAX_REDIRECTS",
+    "USER_AGENT",
+    "ProbeAnswer",
+    "decode_health_response",
+    "encode_health_request",
+    "http_headers",
+    "http_url",
+    "ip_literal",
+    "probe_exec",
+    "probe_grpc",
+    "probe_http",
+    "probe_tcp",
+    "run_probe",
+]
