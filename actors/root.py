@@ -164,7 +164,7 @@ class Daemon:
             # a probes escalation restarts only the probes.
             probes_supervisor_spec(
                 tree=lambda: self.root, results=self.probe_results, metrics=ProbeMetrics(self.metrics),
-                runtime=self.runtime, host_ip=self.node.host_ip,
+                runtime=self.runtime, host_ip=self.node.host_ip, events=self.events,
             ),
         ]
 

@@ -99,7 +99,7 @@ def _port_ref_error(port: int | str) -> str | None:
     return _port_name_error(port)
 
 
-def _probe_errors(probe: Probe, path: str, kind: str) -> list[str]:
+def _probe_errors(probe: Probe, path: str, kind: str, port_names: set[str]) -> list[str]:
     errors = []
     handlers = [h for h in ("exec", "httpGet", "tcpSocket", "grpc") if getattr(probe, _attr(h)) is not None]
     if not handlers:
@@ -111,10 +111,15 @@ def _probe_errors(probe: Probe, path: str, kind: str) -> list[str]:
             errors.append(f"{path}.{field}: must be greater than or equal to 0")
     if kind in ("livenessProbe", "startupProbe") and probe.success_threshold != 1:
         errors.append(f"{path}.successThreshold: must be 1 for a {kind}")
-    if probe.http_get is not None and (error := _port_ref_error(probe.http_get.port)):
-        errors.append(f"{path}.httpGet.port: {error}")
-    if probe.tcp_socket is not None and (error := _port_ref_error(probe.tcp_socket.port)):
-        errors.append(f"{path}.tcpSocket.port: {error}")
+    if probe.exec is not None and not probe.exec.command:
+        errors.append(f"{path}.exec.command: required (a probe's exec needs a command)")
+    for field, action in (("httpGet", probe.http_get), ("tcpSocket", probe.tcp_socket)):
+        if action is None:
+            continue
+        if error := _port_ref_error(action.port):
+            errors.append(f"{path}.{field}.port: {error}")
+        elif isinstance(action.port, str) and not action.port.isdigit() and action.port not in port_names:
+            errors.append(f'{path}.{field}.port: no container port named "{action.port}" in this container\'s ports')
     return errors
 
 
@@ -170,7 +175,7 @@ def _container_errors(c: Container, path: str, *, init: bool, host_network: bool
         if init and c.restart_policy != "Always":
             errors.append(f"{path}.{kind}: may not be set for an init container (only for a sidecar)")
         else:
-            errors.extend(_probe_errors(probe, f"{path}.{kind}", kind))
+            errors.extend(_probe_errors(probe, f"{path}.{kind}", kind, {p.name for p in c.ports if p.name}))
     return errors
 
 

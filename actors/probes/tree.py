@@ -36,6 +36,7 @@ def probes_supervisor_spec(
     name: str = "probes",
     parent: str = "root",
     handler: ProbeHandler | None = None,
+    events=None,
 ) -> ChildSpec:
     """The ChildSpec of the probes supervisor, to put under `parent` (its path is
     "<parent>/<name>"; pod workers send ProbeTargets to "<parent>/<name>/manager").
@@ -49,7 +50,7 @@ def probes_supervisor_spec(
         return probe_worker_actor(
             target.pod, target.container_name, target.container_id, target.kind, target.started_at,
             results=results, metrics=metrics, runtime=runtime, send_to=send_to, host_ip=host_ip,
-            jitter=target.jitter, handler=handler,
+            jitter=target.jitter, handler=handler, events=events,
         )
 
     manager = ChildSpec(

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from pykubelet.actors.events import CONTAINER_PROBE_WARNING, CONTAINER_UNHEALTHY, EventRecorder, pod_reference
 from pykubelet.messages.pod import Container, Pod
 from pykubelet.messages.probes import ProbeKind, ProbeOutcome, ProbeResult
 from pykubelet.pods.probes import (
@@ -57,6 +58,7 @@ def probe_worker_actor(
     host_ip: str = "127.0.0.1",
     jitter: float = 0.0,
     handler: ProbeHandler | None = None,
+    events: EventRecorder | None = None,
 ):
     """The actor probing `kind` of container `container_name` (runtime id `container_id`,
     started at `started_at`, Unix seconds) of `pod`.
@@ -76,7 +78,7 @@ def probe_worker_actor(
         worker = ProbeWorker(
             pod, container_name, container_id, kind, started_at,
             results=results, metrics=metrics, handler=handler, send_to=send_to,
-            host=pod.status.pod_ip or host_ip, jitter=jitter,
+            host=pod.status.pod_ip or host_ip, jitter=jitter, events=events,
         )
         await worker.run(ctx)
 
@@ -87,8 +89,10 @@ class ProbeWorker:
     def __init__(
         self, pod: Pod, container_name: str, container_id: str, kind: ProbeKind, started_at: float, *,
         results: ProbeResults, metrics: ProbeMetrics, handler: ProbeHandler, send_to: str, host: str, jitter: float,
+        events: EventRecorder | None = None,
     ) -> None:
         self.pod = pod
+        self.events = events
         self.uid = pod.metadata.uid
         self.name = container_name
         self.container_id = container_id
@@ -170,9 +174,17 @@ class ProbeWorker:
             self._unknown_logged = False
             if outcome == "failure":
                 log.debug("%s probe failed: %s", self.kind, message, extra=self.fields)
+                # Every failed attempt, as Go; the recorder's correlator counts repeats.
+                self._record("Warning", CONTAINER_UNHEALTHY, f"{self.kind.capitalize()} probe failed: {message}")
+            elif message.startswith("Probe terminated redirects"):  # success, with a warning (Go)
+                self._record("Warning", CONTAINER_PROBE_WARNING, f"{self.kind.capitalize()} probe warning: {message}")
         before = state.result
         if state.feed(outcome) != before:
             await self._publish(ctx, state.result, message)
+
+    def _record(self, type: str, reason: str, message: str) -> None:
+        if self.events is not None:
+            self.events.record(pod_reference(self.pod, self.name), type, reason, message)
 
     async def _publish(self, ctx: ActorContext, result: ProbeOutcome, message: str, *, initial: bool = False) -> None:
         if not self.results.set(self.uid, self.name, self.kind, self.container_id, result, message):

@@ -63,8 +63,12 @@ def test_failing_exec_liveness_probe_restarts_the_container(containerd, manifest
     status = container_status(pod, "app")
     assert status["lastState"]["terminated"]["exitCode"] == 0  # stopped by SIGTERM (trapped)
     events = daemon.admin("GET", "/events").json()["items"]
-    killing = [e for e in events if e["reason"] == "Killing" and e["involvedObject"]["name"].startswith("sick")]
-    assert killing
+    mine = [e for e in events if e["involvedObject"]["name"].startswith("sick")]
+    assert any(e["reason"] == "Killing" for e in mine)
+    unhealthy = [e for e in mine if e["reason"] == "Unhealthy"]
+    assert unhealthy and unhealthy[0]["type"] == "Warning"
+    assert unhealthy[0]["message"].startswith("Liveness probe failed:")
+    assert unhealthy[0]["involvedObject"]["fieldPath"] == "spec.containers{app}"
 
 
 @pytest.mark.containerd

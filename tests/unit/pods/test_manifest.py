@@ -393,3 +393,27 @@ def test_duplicate_names_keep_the_first_and_report_the_others():
             message='pod "kube-system/web-node-1" is already defined by /m/a.yaml; this one is ignored',
         )
     ]
+
+
+@pytest.mark.parametrize(
+    "probe, message",
+    [
+        ({"livenessProbe": {"periodSeconds": 5}},
+         "spec.containers[0].livenessProbe: must specify a handler (exec, httpGet, tcpSocket or grpc)"),
+        ({"livenessProbe": {"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}}},
+         "spec.containers[0].livenessProbe: may not specify more than one handler (exec, tcpSocket)"),
+        ({"readinessProbe": {"httpGet": {"port": "web"}}},
+         'spec.containers[0].readinessProbe.httpGet.port: no container port named "web" in this container\'s ports'),
+        ({"readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": -1}},
+         "spec.containers[0].readinessProbe.periodSeconds: must be greater than or equal to 0"),
+        ({"livenessProbe": {"exec": {"command": []}}},
+         "spec.containers[0].livenessProbe.exec.command: required (a probe's exec needs a command)"),
+    ],
+    ids=["no handler", "two handlers", "port name not found", "negative period", "empty exec command"],
+)
+def test_bad_probes_are_refused_naming_the_container_and_field(probe, message):
+    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "busybox:1", **probe}]}}
+    with pytest.raises(ManifestError) as error:
+        decode_manifests(json.dumps(doc).encode(), origin="/m/p.yaml", source="file", node_name="n")
+    assert str(error.value) == f"manifest /m/p.yaml: {message}"
