@@ -9,10 +9,8 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import grpc
 import httpx
 import msgspec
 import pytest
@@ -25,6 +23,7 @@ from pykubelet.messages.pod import Container, Pod, Probe
 from pykubelet.messages.probes import ProbeTargets
 from pykubelet.pods.probes import resolve_probe
 from pykubelet.ports.cri import CriClient
+from tests.support import grpc_health_server
 from pykubelet.ports.probers import USER_AGENT, probe_exec, probe_grpc, probe_http, probe_tcp, run_probe
 from pykubelet.supervisor import Supervisor
 from tests.support.actors import Inbox
@@ -162,35 +161,10 @@ async def test_tcp_closed_port_is_failure():
 # -- grpc ----------------------------------------------------------------------------------------
 
 
-class _Health:
-    """grpc.health.v1.Health/Check on raw bytes: service "" and "ok" serve, "down" does not,
-    "slow" answers after 3 s, anything else is NOT_FOUND (as grpc-go's health server)."""
-
-    def check(self, request: bytes, context: grpc.ServicerContext) -> bytes:
-        service = request[2:].decode() if request else ""
-        if service in ("", "ok"):
-            return b"\x08\x01"
-        if service == "down":
-            return b"\x08\x02"
-        if service == "slow":
-            time.sleep(3)
-            return b"\x08\x01"
-        context.abort(grpc.StatusCode.NOT_FOUND, "unknown service")
-
-
 @pytest.fixture
 def grpc_port() -> Iterator[int]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    handler = grpc.method_handlers_generic_handler(
-        "grpc.health.v1.Health", {"Check": grpc.unary_unary_rpc_method_handler(_Health().check)}
-    )
-    server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
+    with grpc_health_server.running() as port:
         yield port
-    finally:
-        server.stop(grace=None)
 
 
 async def test_grpc_serving_is_success(grpc_port, trio_asyncio_loop):
@@ -224,13 +198,8 @@ async def test_grpc_nothing_listening_is_failure_within_the_timeout(trio_asyncio
 
 
 async def test_grpc_server_without_the_health_service_is_failure(trio_asyncio_loop):
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
+    with grpc_health_server.running("--no-health") as port:
         outcome, message = await probe_grpc("127.0.0.1", port, "", 1)
-    finally:
-        server.stop(grace=None)
     assert outcome == "failure"
     assert message.startswith("error: this server does not implement the grpc health protocol")
 
