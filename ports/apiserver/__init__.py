@@ -1,0 +1,75 @@
+"""The API-server port: kubeconfig loading, an async client of the Kubernetes API (httpx
+on trio) with client-go's rate limit and metrics, watches, and typed errors."""
+
+from .client import (
+    DEFAULT_BURST,
+    DEFAULT_QPS,
+    DEFAULT_TIMEOUT,
+    DEFAULT_WATCH_READ_TIMEOUT,
+    PATCH_CONTENT_TYPES,
+    ApiClient,
+    PatchType,
+    WatchStream,
+    decode,
+    default_user_agent,
+)
+from .errors import (
+    AlreadyExists,
+    ApiError,
+    ApiUnavailable,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
+    ProtocolError,
+    RequestInfo,
+    ServerError,
+    TooManyRequests,
+    Unauthorized,
+    error_from_status,
+    request_info,
+    unavailable,
+)
+from .kubeconfig import ClientCertificate, Credentials, KubeconfigError, load_kubeconfig
+from .metrics import REQUEST_DURATION_BUCKETS, RestClientMetrics
+from .ratelimit import TokenBucket
+from .watch import WatchDecoder, WatchEvent
+
+__all__ = [
+    "DEFAULT_BURST",
+    "DEFAULT_QPS",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_WATCH_READ_TIMEOUT",
+    "PATCH_CONTENT_TYPES",
+    "REQUEST_DURATION_BUCKETS",
+    "AlreadyExists",
+    "ApiClient",
+    "ApiError",
+    "ApiUnavailable",
+    "ClientCertificate",
+    "Conflict",
+    "Credentials",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "KubeconfigError",
+    "NotFound",
+    "PatchType",
+    "ProtocolError",
+    "RequestInfo",
+    "RestClientMetrics",
+    "ServerError",
+    "TokenBucket",
+    "TooManyRequests",
+    "Unauthorized",
+    "WatchDecoder",
+    "WatchEvent",
+    "WatchStream",
+    "decode",
+    "default_user_agent",
+    "error_from_status",
+    "load_kubeconfig",
+    "request_info",
+    "unavailable",
+]
