@@ -28,6 +28,8 @@ from prometheus_client import CollectorRegistry
 from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.gc import GcMetrics, GcSettings, gc_actor
 from pykubelet.actors.health import HealthBoard
+from pykubelet.actors.node_lease import NodeLeaseSettings, node_lease_actor
+from pykubelet.actors.node_status import NodeStatusSettings, RegisteredNode, node_status_actor
 from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, pleg_actor
 from pykubelet.actors.pod_config import pod_config_actor
 from pykubelet.actors.pod_statuses import PodStatuses
@@ -41,9 +43,21 @@ from pykubelet.actors.sources.http import http_source_actor
 from pykubelet.actors.sync_loop import DesiredPods, SyncLoopSettings, sync_loop_actor
 from pykubelet.messages.pod_updates import SourcePods, SyncLoopMessage
 from pykubelet.pods.backoff import CrashLoopBackOff
+from pykubelet.ports.apiserver import ApiClient, Credentials, RestClientMetrics
 from pykubelet.supervisor import ChildSpec, MailboxSpec, RestartBackoff, RestartIntensity, Supervisor
 
 ADMIN_SOCKET_NAME = "pykubelet.sock"
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """Cluster mode (--kubeconfig): who we are to the API server and how we report."""
+
+    credentials: Credentials
+    node_status: NodeStatusSettings
+    lease: NodeLeaseSettings = NodeLeaseSettings()
+    api_qps: int = 50  # kubeAPIQPS
+    api_burst: int = 100  # kubeAPIBurst
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,7 @@ class DaemonSettings:
     sync: SyncLoopSettings = SyncLoopSettings()
     gc: GcSettings = GcSettings()
     pleg: PlegSettings = PlegSettings()
+    cluster: ClusterSettings | None = None  # None: standalone mode
 
     @property
     def admin_socket(self) -> str:
@@ -87,6 +102,21 @@ class Daemon:
         self.runtime_pods = RuntimePods()
         self.desired = DesiredPods()
         self.probe_results = ProbeResults()
+        self.registered_node = RegisteredNode()
+        self.api: ApiClient | None = None
+        self.heartbeat: ApiClient | None = None
+        if settings.cluster is not None:
+            cluster = settings.cluster
+            self.api = ApiClient(
+                cluster.credentials, qps=cluster.api_qps, burst=cluster.api_burst,
+                metrics=RestClientMetrics(self.metrics),
+            )
+            # The lease has its own client, with a timeout no longer than a renewal
+            # period's worth of waiting (Go: min(lease duration, status update frequency)).
+            self.heartbeat = ApiClient(
+                cluster.credentials, qps=None,
+                timeout=min(cluster.lease.duration, cluster.node_status.update_frequency),
+            )
         node = settings.node or NodeSettings(
             name="localhost", host_ip="127.0.0.1", root_dir=settings.root_dir,
             pod_logs_dir=os.path.join(settings.root_dir, "pod-logs"),
@@ -160,11 +190,34 @@ class Daemon:
                     events=self.events.events,
                 ),
             ),
+            *self._cluster_children(),
             # Last: nothing depends on it but through its mailbox and the results board, so
             # a probes escalation restarts only the probes.
             probes_supervisor_spec(
                 tree=lambda: self.root, results=self.probe_results, metrics=ProbeMetrics(self.metrics),
                 runtime=self.runtime, host_ip=self.node.host_ip, events=self.events,
+            ),
+        ]
+
+    def _cluster_children(self) -> list[ChildSpec]:
+        """Node status and node lease, in cluster mode only."""
+        cluster = self.settings.cluster
+        if cluster is None:
+            return []
+        return [
+            ChildSpec(
+                "node-status",
+                node_status_actor(
+                    cluster.node_status, client=self.api, health=self.health, runtime=self.runtime,
+                    node_name=self.node.name, registered=self.registered_node,
+                ),
+            ),
+            ChildSpec(
+                "node-lease",
+                node_lease_actor(
+                    cluster.lease, client=self.heartbeat, node_name=self.node.name,
+                    node_uid=self.registered_node.get_uid,
+                ),
             ),
         ]
 
@@ -185,5 +238,11 @@ class Daemon:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Run the tree until cancelled; raises RestartIntensityExceeded if the root gives up."""
         # grpc.aio (the CRI port) runs on asyncio; trio-asyncio hosts it inside trio.
-        async with trio_asyncio.open_loop():
-            await self.root.run(task_status=task_status)
+        try:
+            async with trio_asyncio.open_loop():
+                await self.root.run(task_status=task_status)
+        finally:
+            with trio.CancelScope(shield=True):
+                for client in (self.api, self.heartbeat):
+                    if client is not None:
+                        await client.aclose()

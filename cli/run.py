@@ -17,12 +17,15 @@ import trio
 
 from pykubelet.actors.gc import GcSettings
 from pykubelet.actors.pod_workers import NodeSettings
-from pykubelet.actors.root import Daemon, DaemonSettings
+from pykubelet.actors.node_lease import NodeLeaseSettings
+from pykubelet.actors.node_status import NodeStatusSettings
+from pykubelet.actors.root import ClusterSettings, Daemon, DaemonSettings
 from pykubelet.actors.runtime_link import RuntimeLinkSettings
 from pykubelet.actors.sync_loop import SyncLoopSettings
 from pykubelet.embedded_runtime.launcher import EmbeddedRuntimeError
 from pykubelet.embedded_runtime.launcher import ensure_running as ensure_embedded_runtime
 from pykubelet.messages.config import EMBEDDED_RUNTIME
+from pykubelet.ports.apiserver import KubeconfigError, load_kubeconfig
 from pykubelet.supervisor import RestartIntensityExceeded
 
 from .config import (
@@ -83,11 +86,39 @@ def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> Da
         manifest_url_header=dict(config.static_pod_url_header),
         http_check_frequency=config.http_check_frequency,
         sync=SyncLoopSettings(sync_frequency=config.sync_frequency, max_pods=config.max_pods),
+        cluster=cluster_settings(flags, config, root_dir),
         gc=GcSettings(
             image_high=config.image_gc_high_threshold_percent,
             image_low=config.image_gc_low_threshold_percent,
             image_min_age=config.image_minimum_gc_age,
         ),
+    )
+
+
+def cluster_settings(flags, config, root_dir: str) -> ClusterSettings | None:
+    """Cluster mode when --kubeconfig is given; a broken kubeconfig is a configuration error."""
+    if flags.kubeconfig is None:
+        return None
+    try:
+        credentials = load_kubeconfig(flags.kubeconfig)
+    except KubeconfigError as error:
+        raise ConfigurationError(str(error)) from None
+    return ClusterSettings(
+        credentials=credentials,
+        node_status=NodeStatusSettings(
+            node_ip=flags.node_ip or (node_ip(()),),
+            hostname=(flags.hostname_override or "").strip().lower(),
+            node_labels=dict(flags.node_labels),
+            register_node=config.register_node,
+            max_pods=config.max_pods,
+            kubelet_port=config.port,
+            update_frequency=config.node_status_update_frequency,
+            report_frequency=config.node_status_report_frequency,
+            root_dir=root_dir,
+        ),
+        lease=NodeLeaseSettings(duration=config.node_lease_duration_seconds),
+        api_qps=config.kube_api_qps,
+        api_burst=config.kube_api_burst,
     )
 
 
