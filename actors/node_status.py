@@ -337,6 +337,8 @@ class _NodeStatus:
         new = merge_status(old, self.owned(), await self.conditions(old.get("conditions")))
         now = trio.current_time()
         changed = status_changed(old, new)
+        if changed:
+            log.debug("node status changed: %s", ", ".join(sorted(k for k in {*old, *new} if old.get(k) != new.get(k))))
         if not needs_report(self.last_report_at, now, changed, self.settings.report_frequency):
             self.problem.cleared(f"node {self.name}: the API server answers again")
             return

@@ -39,7 +39,9 @@ from pykubelet.actors.runtime_link import RuntimeHandle, RuntimeLinkMetrics, Run
 from pykubelet.actors.server import ServerSettings, server_actor
 from pykubelet.actors.server.metrics import ActorTreeCollector
 from pykubelet.actors.sources.file import file_source_actor
+from pykubelet.actors.sources.api import api_source_actor
 from pykubelet.actors.sources.http import http_source_actor
+from pykubelet.actors.status_manager import StatusManagerMessage, status_manager_actor
 from pykubelet.actors.sync_loop import DesiredPods, SyncLoopSettings, sync_loop_actor
 from pykubelet.messages.pod_updates import SourcePods, SyncLoopMessage
 from pykubelet.pods.backoff import CrashLoopBackOff
@@ -200,7 +202,7 @@ class Daemon:
         ]
 
     def _cluster_children(self) -> list[ChildSpec]:
-        """Node status and node lease, in cluster mode only."""
+        """Node status, node lease and the status manager, in cluster mode only."""
         cluster = self.settings.cluster
         if cluster is None:
             return []
@@ -219,6 +221,11 @@ class Daemon:
                     node_uid=self.registered_node.get_uid,
                 ),
             ),
+            ChildSpec(
+                "status-manager",
+                status_manager_actor(client=self.api, statuses=self.statuses),
+                mailbox=MailboxSpec(capacity=1024, durable=True, accepts=StatusManagerMessage.__args__),
+            ),
         ]
 
     def _sources(self) -> list[ChildSpec]:
@@ -228,6 +235,9 @@ class Daemon:
             sources.append(ChildSpec("file", file_source_actor(
                 settings.pod_manifest_path, node_name=node_name, check_frequency=settings.file_check_frequency,
             )))
+        if settings.cluster is not None:
+            # The name is the source's: pod config counts sources by child name.
+            sources.append(ChildSpec("api", api_source_actor(client=self.api, node_name=node_name)))
         if settings.manifest_url:
             sources.append(ChildSpec("http", http_source_actor(
                 settings.manifest_url, settings.manifest_url_header, node_name=node_name,

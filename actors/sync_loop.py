@@ -130,6 +130,16 @@ class SyncLoop:
     async def _on_update(self, update: PodUpdate) -> None:
         for pod in update.pods:
             uid = pod.metadata.uid
+            if update.op != "REMOVE" and pod.metadata.deletion_timestamp is not None:
+                # Deleted in the API server: stop it with the grace period the deletion
+                # carries; the status manager then deletes the object.
+                self.desired.pop(uid, None)
+                if uid not in self.rejected:
+                    await self._terminate(
+                        uid, reason="deleted in the API server",
+                        grace_period_seconds=pod.metadata.deletion_grace_period_seconds,
+                    )
+                continue
             if update.op == "ADD" and uid not in self.desired:
                 if not self._admit(pod):
                     continue
@@ -201,13 +211,16 @@ class SyncLoop:
         except MailboxFull:
             pass  # a full mailbox already holds syncs; the worker takes the newest spec
 
-    async def _terminate(self, uid: str, *, reason: str) -> None:
-        # A worker made for this has no spec, so it syncs nothing before it terminates; the
-        # grace period then comes from the containers' annotations.
+    async def _terminate(
+        self, uid: str, *, reason: str, grace_period_seconds: int | None = None
+    ) -> None:
+        # A worker made only for this has no spec, so it syncs nothing before it terminates:
+        # the preStop handlers and (unless given here) the grace period come from the
+        # containers' annotations.
         if uid in self.terminating and self.workers.has_child(uid):
             return
         self.terminating.add(uid)
         mailbox = await self._worker(uid, None)
         if mailbox is None:
             mailbox = self.ctx.registry.lookup(f"{self.workers.path}/{uid}")
-        await mailbox.send(TerminatePod(reason=reason))
+        await mailbox.send(TerminatePod(grace_period_seconds=grace_period_seconds, reason=reason))

@@ -11,6 +11,7 @@ import os
 import pytest
 
 from tests.support.embedded import embedded_cri, embedded_runtime  # noqa: F401 (fixtures)
+from tests.support.apiserver.fixtures import apiserver  # noqa: F401 (fixture)
 from tests.support.fixtures import *  # noqa: F401,F403
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -35,3 +35,4 @@ class PodWorkerDeps:
     probe_results: ProbeResults
     probe_manager: str = "root/probes/manager"  # where ProbeTargets go
     resync_period: float = 60.0  # --sync-frequency
+    status_manager: str = "root/status-manager"  # cluster mode: told when a pod is gone

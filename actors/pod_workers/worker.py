@@ -24,6 +24,7 @@ from pykubelet.actors.events import pod_reference
 from pykubelet.messages.pod import Container, Pod, PodStatus
 from pykubelet.messages.pod_updates import PodWorkerMessage, SyncPod, TerminatePod
 from pykubelet.messages.probes import ProbeTargets
+from pykubelet.pods.manifest import CONFIG_SOURCE
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
 from pykubelet.pods.actions import ContainerToKill, PodActions, compute_pod_actions, restart_count_for
 from pykubelet.pods.backoff import backoff_key, crash_loop_message, format_pod
@@ -32,6 +33,8 @@ from pykubelet.pods.status import compute_pod_status, rfc3339
 from pykubelet.ports.cri import CriError, CriNotFound
 from pykubelet.ports.cri.pods import read_pod_status
 from pykubelet.supervisor import ActorContext, MailboxFull, Registry, UnknownAddress
+
+from pykubelet.actors.status_manager import PodTerminated
 
 from .deps import PodWorkerDeps
 from . import termination_message
@@ -374,6 +377,12 @@ class PodWorker:
         await self._tell_probes(None, None)  # no liveness kill during a graceful stop
         await self._kill_pod(runtime, grace, remove=True)
         self.deps.statuses.remove(self.uid)
+        source = self.pod.metadata.annotations.get(CONFIG_SOURCE) if self.pod else None
+        if self.registry is not None and source in (None, "api") and self.deps.status_manager in self.registry:
+            # The status manager may now delete the API object of a pod being deleted.
+            await self.registry.lookup(self.deps.status_manager).send(
+                PodTerminated(pod_uid=self.uid, namespace=runtime.namespace, name=runtime.name)
+            )
 
     async def _kill_pod(self, runtime: PodRuntimeStatus, grace: int, *, remove: bool) -> None:
         """Stop every container (in parallel, each with the grace period), then the

@@ -45,6 +45,17 @@ __all__ = [
 ]
 
 _DIR_PREFIX = "pykt-ctd-"
+_CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
+_CNI_CONFIG = """{
+  "cniVersion": "1.0.0",
+  "name": "pykubelet-test",
+  "plugins": [
+    {"type": "bridge", "bridge": "pykt0", "isGateway": false, "ipMasq": false,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.251.0/24"}]]}},
+    {"type": "loopback"}
+  ]
+}
+"""
 _REQUIRED_TOOLS = ("containerd", "ctr", "runc", "containerd-shim-runc-v2")
 
 _CONFIG = """\
@@ -142,6 +153,10 @@ class PrivateContainerd:
                 pause_image=PAUSE_IMAGE,
             )
         )
+        if os.path.exists(os.path.join(_CNI_BIN_DIR, "bridge")):
+            # With a network config the CRI plugin reports NetworkReady, so a node turns
+            # Ready; the tests' pods use the host network and send nothing through it.
+            (self.base / "cni" / "net.d" / "10-pykubelet-test.conflist").write_text(_CNI_CONFIG)
         self._spawn()
         self._wait_ready(timeout)
 

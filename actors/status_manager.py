@@ -1,0 +1,343 @@
+"""The status manager: reports to the API server the statuses the pod workers publish on
+the PodStatuses board, for the pods that came from the API (Go: pkg/kubelet/status), and
+deletes a pod object once the kubelet has finished terminating a pod being deleted.
+
+Versions: each change of a pod's status on the board is a new version; a version is
+written once (PATCH pods/status with a strategic merge patch against the API's status and
+the UID as precondition) and nothing is sent while it does not change. What the API holds
+is known from the answer to the last write; a new incarnation (and any failed write) first
+GETs the pod, so after a restart it patches only what differs. A failed write is retried,
+0.5 s doubling to `period` (Go syncs every status each 10 s), and the latest status is
+never dropped: the board outlives this actor. A pod the API no longer has (404, or its
+name now holds another UID) is forgotten.
+
+When it looks: every `poll` seconds (in memory: no request unless a status changed), and at
+once on a message in its mailbox (optional, durable): PodStatusChanged, or PodTerminated
+from a pod worker that has stopped and removed everything of a pod.
+
+Deletion (Go's canBeDeleted, with this kubelet's signal of "termination finished"): an API
+pod is deleted (gracePeriodSeconds 0, preconditions.uid) when
+  - the kubelet is done with it: its status left the board (a pod worker removes it only
+    after every container and the sandbox are stopped and removed) or a PodTerminated
+    names it, and
+  - the API pod has a deletionTimestamp: seen on the board's copy of the pod or in the API's
+    answers, else asked by a GET at that moment (404, another UID or no deletionTimestamp:
+    the pod is simply forgotten).
+Static pods (config.source other than "api") are not this actor's: their mirror pods are.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import msgspec
+import trio
+
+from pykubelet.actors.pod_statuses import PodStatuses
+from pykubelet.messages.pod import PodStatus
+from pykubelet.pods.manifest import CONFIG_SOURCE
+from pykubelet.pods.status_patch import status_patch
+from pykubelet.ports.apiserver import (
+    ApiError,
+    ApiUnavailable,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unauthorized,
+)
+from pykubelet.supervisor import ActorContext
+
+log = logging.getLogger("pykubelet.status_manager")
+
+API_SOURCE = "api"
+DEFAULT_PERIOD = 10.0  # Go: syncPeriod
+DEFAULT_POLL = 1.0
+BACKOFF_INITIAL = 0.5
+
+# Errors that no other pod would escape now (no answer, 5xx, 429, credentials refused):
+# stop the round and back off.
+_UNAVAILABLE = (ApiUnavailable, ServerError, TooManyRequests, Unauthorized)
+
+
+# --- messages (mailbox protocol) ------------------------------------------------------
+
+
+class PodStatusChanged(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """A pod's status on the board changed: look now rather than at the next poll."""
+
+    pod_uid: str
+
+
+class PodTerminated(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """A pod worker stopped and removed every container and the sandbox of this pod (sent
+    for pods from the API): if the API pod is being deleted, it may go now."""
+
+    pod_uid: str
+    namespace: str
+    name: str
+
+
+StatusManagerMessage = PodStatusChanged | PodTerminated
+
+
+class StatusApi(Protocol):
+    """The API client calls this actor makes (ports.apiserver.ApiClient)."""
+
+    async def get(self, path: str) -> dict[str, Any]: ...
+
+    async def patch(self, path: str, body: Any, patch_type: str = "strategic") -> dict[str, Any]: ...
+
+    async def delete(self, path: str, body: Any = None) -> dict[str, Any] | None: ...
+
+
+def pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def delete_options(uid: str) -> dict[str, Any]:
+    """Go's DeleteOptions once a pod is terminated: at once, and only this very pod."""
+    return {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+
+
+# --- state --------------------------------------------------------------------------
+
+
+@dataclass
+class PodRecord:
+    uid: str
+    namespace: str
+    name: str
+    status: PodStatus | None = None  # the latest on the board
+    version: int = 0  # bumped on each change of status
+    synced: int = 0  # the version the API holds (0: none yet)
+    api_status: dict[str, Any] | None = None  # the API's .status as last read or written; None: GET first
+    deleting: bool = False  # the API pod has a deletionTimestamp
+    on_board: bool = False
+    finished: bool = False  # the kubelet is done with the pod: delete it if it is being deleted
+    gone: bool = False  # the API has no such pod: nothing more to write
+    hold_until: float = 0.0  # after an answer that retrying at once would repeat (403, 422)
+    complained: tuple[int, str] | None = None  # (version, error) already logged
+
+    @property
+    def path(self) -> str:
+        return pod_path(self.namespace, self.name)
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {"pod": f"{self.namespace}/{self.name}", "pod_uid": self.uid}
+
+
+@dataclass(frozen=True)
+class StatusManagerSettings:
+    period: float = DEFAULT_PERIOD
+    poll: float | None = DEFAULT_POLL
+    backoff_initial: float = BACKOFF_INITIAL
+
+
+class StatusManager:
+    """The records of the API pods on the board, and the requests that bring the API in line."""
+
+    def __init__(self, client: StatusApi, statuses: PodStatuses, settings: StatusManagerSettings) -> None:
+        self.client = client
+        self.statuses = statuses
+        self.settings = settings
+        self.records: dict[str, PodRecord] = {}
+        self._terminated: list[PodTerminated] = []
+
+    # -- what changed (no I/O) ---------------------------------------------------------
+
+    def terminated(self, message: PodTerminated) -> None:
+        self._terminated.append(message)
+
+    def observe(self) -> None:
+        """Read the board (and the PodTerminated messages): new versions, pods that left."""
+        seen = set()
+        for pod in self.statuses.pods():
+            meta = pod.metadata
+            if meta.annotations.get(CONFIG_SOURCE) != API_SOURCE:
+                continue
+            seen.add(meta.uid)
+            record = self.records.get(meta.uid)
+            if record is None:
+                record = self.records[meta.uid] = PodRecord(meta.uid, meta.namespace, meta.name)
+            record.on_board, record.finished = True, False
+            record.deleting = record.deleting or meta.deletion_timestamp is not None
+            if record.status != pod.status:
+                record.status, record.version = pod.status, record.version + 1
+        for record in self.records.values():
+            if record.on_board and record.uid not in seen:
+                record.on_board, record.finished = False, True
+        for message in self._terminated:
+            record = self.records.get(message.pod_uid)
+            if record is None and message.name:
+                record = self.records[message.pod_uid] = PodRecord(message.pod_uid, message.namespace, message.name)
+            if record is not None and record.uid not in seen:
+                record.on_board, record.finished = False, True
+        self._terminated.clear()
+
+    def pending(self, now: float) -> list[PodRecord]:
+        """The records that need a request now: finished pods, then unsynced statuses."""
+        finished = [r for r in self.records.values() if r.finished and r.hold_until <= now]
+        unsynced = [
+            r for r in self.records.values()
+            if r.on_board and not r.gone and r.synced < r.version and r.hold_until <= now
+        ]
+        return finished + unsynced
+
+    # -- the requests ------------------------------------------------------------------
+
+    async def sync(self) -> None:
+        """One round over what is pending; raises the first error that says the API server
+        is unavailable (the rest waits for the next round)."""
+        for record in self.pending(trio.current_time()):
+            try:
+                if record.finished:
+                    await self._finish(record)
+                else:
+                    await self._write_status(record)
+            except _UNAVAILABLE:
+                record.api_status = None  # a write without an answer may or may not have landed
+                raise
+            except NotFound:
+                self._forget_or_mark_gone(record, "the pod is gone from the API server")
+            except ApiError as exc:
+                # Refused for this pod alone (403, 409, 422, ...): read it again next time,
+                # and do not hammer the API server with the same request meanwhile.
+                record.api_status = None
+                record.hold_until = trio.current_time() + self.settings.period
+                key = (record.version, f"{exc.status} {exc.reason}")
+                if record.complained != key:
+                    record.complained = key
+                    log.warning("the API server refused a write for this pod: %s", exc, extra=record.fields)
+
+    async def _write_status(self, record: PodRecord) -> None:
+        assert record.status is not None
+        if record.api_status is None and not await self._read(record):
+            return
+        version = record.version
+        body = status_patch(record.api_status, record.status, uid=record.uid)
+        if body is not None:
+            answer = await self.client.patch(record.path + "/status", body, "strategic")
+            self._learn(record, answer)
+            log.debug("pod status written (version %d)", version, extra=record.fields)
+        record.synced = version
+
+    async def _read(self, record: PodRecord) -> bool:
+        """GET the pod into the record; False when the API holds another pod (or none)."""
+        answer = await self.client.get(record.path)
+        if (answer.get("metadata") or {}).get("uid") != record.uid:
+            self._forget_or_mark_gone(record, "the API server holds another pod under this name")
+            return False
+        self._learn(record, answer)
+        return True
+
+    def _learn(self, record: PodRecord, pod: dict[str, Any]) -> None:
+        record.api_status = pod.get("status") or {}
+        record.deleting = record.deleting or bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+    async def _finish(self, record: PodRecord) -> None:
+        """The kubelet is done with the pod: delete it if it is being deleted, and forget it."""
+        if not record.gone and not record.deleting:
+            try:
+                found = await self._read(record)
+            except NotFound:
+                found = False
+            if not found or not record.deleting:
+                self.records.pop(record.uid, None)
+                return
+        if not record.gone:
+            try:
+                await self.client.delete(record.path, delete_options(record.uid))
+                log.info("pod terminated: deleted from the API server", extra=record.fields)
+            except NotFound:
+                pass
+            except ApiError as exc:
+                if exc.status != 409:  # 409: the UID precondition failed, a new pod has the name
+                    raise
+        self.records.pop(record.uid, None)
+
+    def _forget_or_mark_gone(self, record: PodRecord, why: str) -> None:
+        log.info("pod status no longer reported: %s", why, extra=record.fields)
+        if record.finished or not record.on_board:
+            self.records.pop(record.uid, None)
+        else:
+            record.gone = True  # until its status leaves the board
+
+
+# --- the actor ------------------------------------------------------------------------
+
+
+class _Wake:
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float) -> None:
+        with trio.move_on_after(timeout):
+            await self._event.wait()
+        self._event = trio.Event()
+
+
+async def _read_mailbox(mailbox: Any, manager: StatusManager, wake: _Wake) -> None:
+    async for message in mailbox:
+        if isinstance(message, PodTerminated):
+            manager.terminated(message)
+        wake.set()
+
+
+def status_manager_actor(
+    *,
+    client: StatusApi,
+    statuses: PodStatuses,
+    period: float = DEFAULT_PERIOD,
+    poll: float | None = DEFAULT_POLL,
+    backoff_initial: float = BACKOFF_INITIAL,
+):
+    """The actor function of the status manager. Its mailbox is optional (give it a durable
+    one accepting StatusManagerMessage so that PodTerminated survives a restart); without
+    it, the board alone tells what changed and which pods the kubelet let go."""
+    if period <= 0 or (poll is not None and poll <= 0) or not 0 < backoff_initial <= period:
+        raise ValueError("period and poll must be positive, 0 < backoff_initial <= period")
+    settings = StatusManagerSettings(period=period, poll=poll, backoff_initial=backoff_initial)
+
+    async def run(ctx: ActorContext) -> None:
+        manager = StatusManager(client, statuses, settings)
+        wake = _Wake()
+        idle = poll if poll is not None else period
+        delay = backoff_initial
+        failing: str | None = None
+        async with trio.open_nursery() as nursery:
+            if ctx.mailbox is not None:
+                nursery.start_soon(_read_mailbox, ctx.mailbox, manager, wake)
+            while True:
+                manager.observe()
+                try:
+                    await manager.sync()
+                except _UNAVAILABLE as exc:
+                    if failing != type(exc).__name__:
+                        failing = type(exc).__name__
+                        log.warning("pod statuses not written, retrying (back-off up to %gs): %s", period, exc)
+                    await trio.sleep(delay)  # a message meanwhile is seen right after it
+                    delay = min(delay * 2, period)
+                    continue
+                if failing is not None:
+                    log.info("pod statuses are written again")
+                    failing = None
+                delay = backoff_initial
+                await wake.wait(_next_wait(manager, idle))
+
+    return run
+
+
+def _next_wait(manager: StatusManager, idle: float) -> float:
+    """Until the next poll, or sooner when a held record comes due."""
+    now = trio.current_time()
+    held = [
+        r.hold_until - now for r in manager.records.values()
+        if r.hold_until > now and (r.finished or r.synced < r.version)
+    ]
+    return max(0.0, min([idle, *held]))

@@ -1,0 +1,112 @@
+"""Cluster mode against the test API server: the daemon registers its Node, turns it
+Ready, keeps its Lease renewed, and writes node status only when it changes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.support.daemon import DaemonProcess
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+
+
+@pytest.fixture
+def node_daemon(tmp_path, apiserver, containerd):
+    config = tmp_path / "kubelet.yaml"
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "nodeStatusUpdateFrequency: 1s\nnodeStatusReportFrequency: 5m\n"
+        "nodeLeaseDurationSeconds: 8\n"  # renewed every 2s
+        f"podLogsDir: {tmp_path / 'pod-logs'}\n"
+    )
+    daemon = DaemonProcess(
+        tmp_path / "root",
+        f"--config={config}",
+        f"--kubeconfig={apiserver.kubeconfig('system:node:node1')}",
+        f"--container-runtime-endpoint={containerd.endpoint}",
+        "--hostname-override=node1",
+        "--node-ip=127.0.0.1",
+    ).start()
+    yield daemon
+    daemon.stop()
+
+
+def ready_condition(apiserver) -> dict:
+    answer = apiserver.admin.get("/api/v1/nodes/node1")
+    if answer.status_code != 200:
+        return {}
+    conditions = answer.json().get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c["type"] == "Ready"), {})
+
+
+@pytest.mark.containerd
+def test_node_registers_turns_ready_and_keeps_its_lease(node_daemon, apiserver):
+    daemon = node_daemon
+    daemon.wait_for(lambda: ready_condition(apiserver).get("status") == "True", "the Node to be Ready")
+    node = apiserver.admin.get("/api/v1/nodes/node1").json()
+    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "node1"
+    assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
+    assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+    assert node["status"]["capacity"]["pods"] == "110"
+    assert ready_condition(apiserver)["reason"] == "KubeletReady"
+
+    def lease() -> dict:
+        answer = apiserver.admin.get(f"{LEASES}/node1")
+        return answer.json() if answer.status_code == 200 else {}
+
+    daemon.wait_for(lambda: lease().get("spec", {}).get("renewTime"), "the Lease to be created")
+    first = lease()
+    assert first["spec"]["holderIdentity"] == "node1" and first["spec"]["leaseDurationSeconds"] == 8
+    assert first["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+    daemon.wait_for(lambda: lease()["spec"]["renewTime"] != first["spec"]["renewTime"], "a renewal", timeout=10)
+
+    # Steady state: the lease every 2s; node status only on change (nothing changes here).
+    apiserver.clear_requests()
+    time.sleep(6.5)
+    status_writes = apiserver.requests(verb="patch", resource="nodes/status")
+    lease_writes = apiserver.requests(verb="update", resource="leases")
+    assert status_writes == []
+    assert 2 <= len(lease_writes) <= 4
+
+
+def api_pod(apiserver, name: str) -> dict:
+    answer = apiserver.admin.get(f"/api/v1/namespaces/default/pods/{name}")
+    return answer.json() if answer.status_code == 200 else {}
+
+
+@pytest.mark.containerd
+def test_pod_bound_to_the_node_runs_reports_status_and_is_deleted_gracefully(node_daemon, apiserver):
+    from tests.support.containerd import BUSYBOX_IMAGE
+    from tests.support.pods import TRAPPING_LOOP
+
+    daemon = node_daemon
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "nodeName": "node1", "hostNetwork": True, "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "app", "image": BUSYBOX_IMAGE, "command": TRAPPING_LOOP,
+                "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+            }],
+        },
+    }
+    created = apiserver.admin.post("/api/v1/namespaces/default/pods", json=pod)
+    assert created.status_code == 201, created.text
+
+    def running_and_ready() -> bool:
+        status = api_pod(apiserver, "web").get("status", {})
+        conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+        return status.get("phase") == "Running" and conditions.get("Ready") == "True"
+
+    daemon.wait_for(running_and_ready, "the pod to be Running and Ready in the API", timeout=40)
+    app = api_pod(apiserver, "web")["status"]["containerStatuses"][0]
+    assert app["name"] == "app" and app["ready"] is True and app["restartCount"] == 0
+    assert app["containerID"].startswith("containerd://") and "running" in app["state"]
+
+    deleted = apiserver.admin.request("DELETE", "/api/v1/namespaces/default/pods/web", json={"gracePeriodSeconds": 5})
+    assert deleted.status_code == 200, deleted.text
+    assert api_pod(apiserver, "web")["metadata"]["deletionTimestamp"]
+    daemon.wait_for(lambda: api_pod(apiserver, "web") == {}, "the pod object to be deleted by the kubelet", timeout=40)
+    assert "web" not in {p["metadata"]["name"] for p in daemon.admin("GET", "/pods").json()["items"]}

@@ -1,0 +1,3 @@
+from tests.support.apiserver.server import main
+
+main()

@@ -1,0 +1,473 @@
+"""The Kubernetes REST API of the test server: reads a request as kube-apiserver's handler
+chain does (authenticate, faults, authorize, decode, admission, validate, store) and
+answers with the object, a list, a watch stream or a metav1.Status."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import random
+import traceback
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from tests.support.apiserver import authz, errors, patch, request_info, resources, schema, selectors, values
+from tests.support.apiserver.faults import Faults, RequestRecord, unix_now
+from tests.support.apiserver.httpserver import Request, Response
+from tests.support.apiserver.pki import CertificateAuthority, Identity
+from tests.support.apiserver.resources import Strategy
+from tests.support.apiserver.store import Expired, Store
+from tests.support.apiserver.watch import WatchFilter, WatchStream
+
+SERVER_VERSION = {
+    "major": "1",
+    "minor": "36",
+    "gitVersion": "v1.36.0-pykubelet-test-apiserver",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.25",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+_JSON = "application/json"
+_NAME_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass
+class Settings:
+    history_window: int = 1000
+    bookmark_interval: float = 5.0
+    watch_timeout: float = 1800.0
+    field_validation: str = "Strict"  # used when a request gives no fieldValidation
+    too_large_rv_wait: float = 3.0
+
+
+def json_response(status: int, obj: Any, headers: list[tuple[str, str]] | None = None) -> Response:
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    return Response(status, body, [("Content-Type", _JSON), ("Cache-Control", "no-cache, private"),
+                                   ("Audit-Id", str(uuid.uuid4())), *(headers or [])])
+
+
+def error_response(error: errors.ApiError) -> Response:
+    return json_response(error.code, error.status(), list(error.headers.items()))
+
+
+class KubeApi:
+    def __init__(self, store: Store, faults: Faults, ca: CertificateAuthority, settings: Settings) -> None:
+        self.store = store
+        self.faults = faults
+        self.ca = ca
+        self.settings = settings
+        self.tokens: dict[str, Identity] = {}
+        for name in resources.INITIAL_NAMESPACES:
+            ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            resources.prepare_for_create(resources.STRATEGIES[("", "namespaces")], ns)
+            store.create("namespaces", ns)
+
+    # --- entry point -----------------------------------------------------------------------
+
+    async def handle(self, request: Request) -> Response:
+        started = trio.current_time()
+        record = RequestRecord(unix_now(), request.method, request.path, request.query_string,
+                               None, None, None, None, None, None)
+        identity = authz.authenticate(request.connection.peer_cert, request.headers.get("authorization"), self.ca, self.tokens)
+        request.connection.identity = identity
+        record.user = identity.user if identity else None
+        try:
+            ri = request_info.parse_request_info(request)
+        except errors.ApiError:
+            ri = None
+        if ri is not None:
+            record.verb, record.resource = ri.verb, ri.resource_path
+            record.namespace, record.name = ri.namespace or None, ri.name or None
+        response = await self._with_faults(request, identity, ri, record)
+        record.status = None if response.reset else response.status
+        record.duration = trio.current_time() - started
+        self.faults.record(record)
+        return response
+
+    async def _with_faults(self, request: Request, identity: Identity | None, ri: authz.RequestInfo | None,
+                           record: RequestRecord) -> Response:
+        verb = ri.verb if ri else None
+        resource = ri.resource_path if ri else None
+        latency = self.faults.find("latency", identity, verb, resource)
+        if latency is not None:
+            latency.consume()
+            record.fault = "latency"
+            await trio.sleep(latency.seconds)
+        if await self.faults.wait_while_hanging(identity, verb, resource):
+            record.fault = "hang"
+        reset = self.faults.find("reset", identity, verb, resource)
+        if reset is not None:
+            reset.consume()
+            record.fault = "reset"
+            return Response(0, reset=True)
+        failure = self.faults.find("fail", identity, verb, resource)
+        if failure is not None:
+            failure.consume()
+            record.fault = "fail"
+            return error_response(request_info.injected_error(failure.status, failure.message, failure.retry_after))
+        if identity is None:
+            return error_response(errors.unauthorized())
+        try:
+            return await self._dispatch(request, identity, ri)
+        except errors.ApiError as error:
+            return error_response(error)
+        except Exception as exc:  # a bug in the test server must still answer, and loudly
+            traceback.print_exc()
+            return error_response(errors.internal_error(f"test API server bug: {exc!r}"))
+
+    async def _dispatch(self, request: Request, identity: Identity, ri: authz.RequestInfo | None) -> Response:
+        if ri is None:
+            return self._non_resource(request)
+        strategy = resources.strategy_for(ri.group, ri.resource)
+        assert strategy is not None
+        if ri.subresource and ri.subresource not in strategy.subresources:
+            raise errors.not_found(ri.resource_path, ri.group, ri.name)
+        if ri.verb == "get":
+            return self.get(identity, ri, strategy)
+        if ri.verb == "list":
+            return self.list(request, identity, ri, strategy)
+        if ri.verb == "watch":
+            return await self.watch(request, identity, ri, strategy)
+        if ri.verb == "create" and ri.subresource == "binding":
+            return self.bind(request, identity, ri)
+        if ri.verb == "create":
+            return self.create(request, identity, ri, strategy)
+        if ri.verb == "update":
+            return self.update(request, identity, ri, strategy)
+        if ri.verb == "patch":
+            return self.patch(request, identity, ri, strategy)
+        if ri.verb == "delete":
+            return self.delete(request, identity, ri, strategy)
+        raise errors.method_not_allowed(request.method)
+
+    def _non_resource(self, request: Request) -> Response:
+        if request.path == "/version":
+            return json_response(200, SERVER_VERSION)
+        if request.path in ("/healthz", "/livez", "/readyz"):
+            return Response(200, b"ok", [("Content-Type", "text/plain; charset=utf-8")])
+        if request.path == "/api":
+            return json_response(200, {"kind": "APIVersions", "versions": ["v1"],
+                                       "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})
+        raise errors.ApiError(404, "the server could not find the requested resource", reason="NotFound",
+                              details={"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def get(self, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
+        obj = self.store.get(ri.resource, ri.namespace, ri.name)
+        authz.authorize(identity, ri, [], obj if ri.resource == "pods" else None)
+        if obj is None:
+            raise errors.not_found(ri.resource, ri.group, ri.name)
+        return json_response(200, obj)
+
+    def _selectors(self, request: Request, ri: authz.RequestInfo) -> tuple[list, list]:
+        fields = selectors.parse_field_selector(request.param("fieldSelector"), ri.resource)
+        labels = selectors.parse_label_selector(request.param("labelSelector"))
+        return fields, labels
+
+    def list(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
+        fields, labels = self._selectors(request, ri)
+        authz.authorize(identity, ri, fields, None)
+        rv_param = request.param("resourceVersion") or ""
+        match = request.param("resourceVersionMatch") or ""
+        if rv_param not in ("", "0"):
+            rv = request_info.parse_rv(rv_param)
+            if rv > self.store.rv:
+                raise request_info.too_large(rv, self.store.rv)
+            if match == "Exact" and rv != self.store.rv:
+                raise errors.gone(f"too old resource version: {rv} ({self.store.rv})")
+        namespace = ri.namespace or None
+        wanted = WatchFilter(strategy.type, namespace, fields, labels)
+        items = [obj for obj in self.store.list(ri.resource, namespace) if wanted.matches(obj)]
+        meta: dict[str, Any] = {"resourceVersion": str(self.store.rv)}
+        limit = int(request.param("limit") or 0)
+        start = 0
+        if cont := request.param("continue"):
+            start = request_info.decode_continue(cont)
+        if limit > 0 and (rv_param != "0" or cont):
+            page = items[start:start + limit]
+            if start + limit < len(items):
+                meta["continue"] = request_info.encode_continue(self.store.rv, start + limit)
+                meta["remainingItemCount"] = len(items) - start - limit
+            items = page
+        for item in items:
+            item.pop("kind", None)
+            item.pop("apiVersion", None)
+        return json_response(200, {"kind": strategy.type.list_kind, "apiVersion": strategy.type.api_version,
+                                   "metadata": meta, "items": items})
+
+    async def watch(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
+        fields, labels = self._selectors(request, ri)
+        authz.authorize(identity, ri, fields, None)
+        rv_param = request.param("resourceVersion") or ""
+        bookmarks = request.param("allowWatchBookmarks") in ("true", "1")
+        send_initial = request.param("sendInitialEvents")
+        timeout = request.param("timeoutSeconds")
+        deadline = trio.current_time() + (float(timeout) if timeout else self.settings.watch_timeout)
+        wanted = WatchFilter(strategy.type, ri.namespace or None, fields, labels)
+        if send_initial == "true" and (not bookmarks or request.param("resourceVersionMatch") != "NotOlderThan"):
+            raise errors.invalid("ListOptions", "", "meta.k8s.io", [errors.forbidden_field(
+                "sendInitialEvents", "sendInitialEvents is forbidden for watch unless allowWatchBookmarks=true and "
+                "resourceVersionMatch=NotOlderThan")])
+        if rv_param not in ("", "0"):
+            rv = request_info.parse_rv(rv_param)
+            if rv > self.store.rv and not await self.store.wait_for_rv(rv, self.settings.too_large_rv_wait):
+                raise request_info.too_large(rv, self.store.rv)
+        # From here to the subscription nothing awaits: no event can slip between them.
+        initial: list[tuple[str, dict[str, Any]]] = []
+        expired: str | None = None
+        if rv_param in ("", "0") or send_initial == "true":
+            initial = [("ADDED", obj) for obj in self.store.list(ri.resource, ri.namespace or None) if wanted.matches(obj)]
+            after = self.store.rv
+        else:
+            rv = request_info.parse_rv(rv_param)
+            after = rv
+            try:
+                backlog = self.store.events_since(ri.resource, rv)
+            except Expired as exc:
+                expired = str(exc)
+                backlog = []
+            for event in backlog:
+                if (translated := wanted.translate(event)) is not None:
+                    initial.append(translated)
+            if backlog:
+                after = backlog[-1].rv
+        watcher = self.store.subscribe(ri.resource)
+        if expired is not None:  # the stream is one ERROR event, as the watch cache answers
+            self.store.unsubscribe(watcher)
+            initial = [("ERROR", errors.status_object(410, expired, "Expired"))]
+
+        async def stall() -> None:
+            while self.faults.find("hang", identity, "watch", ri.resource_path) is not None:
+                with trio.move_on_after(0.05):
+                    await self.faults.changed.wait()
+
+        stream = WatchStream(
+            store=self.store, watcher=watcher, filter=wanted, initial=initial,
+            send_initial_end_bookmark=send_initial == "true" and bookmarks and expired is None,
+            after_rv=after, bookmarks=bookmarks, bookmark_interval=lambda: self.settings.bookmark_interval,
+            deadline=deadline, stall=stall,
+        )
+        return Response(200, headers=[("Content-Type", _JSON), ("Cache-Control", "no-cache, private"),
+                                      ("Audit-Id", str(uuid.uuid4()))], stream=stream.events())
+
+    # --- writes -----------------------------------------------------------------------------
+
+    def _decode_body(self, request: Request, strategy: Strategy, *, expect_kind: str | None = None) -> tuple[dict[str, Any], list[str]]:
+        body = request_info.parse_body(request)
+        rt = strategy.type
+        kind = expect_kind or rt.kind
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"Object '{kind}' is invalid: the body must be a JSON object")
+        if body.get("kind", kind) != kind:
+            raise errors.bad_request(f'{kind} in version "{rt.version}" cannot be handled as a {kind}: '
+                                     f'the kind in the data ({body.get("kind")}) does not match the expected kind ({kind})')
+        if body.get("apiVersion", rt.api_version) != rt.api_version:
+            raise errors.bad_request(f"the API version in the data ({body.get('apiVersion')}) does not match the "
+                                     f"expected API version ({rt.api_version})")
+        body["kind"], body["apiVersion"] = kind, rt.api_version
+        return self._decode_object(request, body, strategy)
+
+    def _decode_object(self, request: Request, body: dict[str, Any], strategy: Strategy) -> tuple[dict[str, Any], list[str]]:
+        rt = strategy.type
+        decoded = schema.decode(body, rt.group, rt.version, rt.kind)
+        warnings = []
+        if decoded.unknown_fields:
+            mode = request.param("fieldValidation") or self.settings.field_validation
+            if mode == "Strict":
+                detail = ", ".join(f'unknown field "{f}"' for f in decoded.unknown_fields)
+                raise errors.bad_request(f"strict decoding error: {detail}")
+            if mode == "Warn":
+                warnings = [f'299 - "unknown field \\"{f}\\""' for f in decoded.unknown_fields]
+        obj = decoded.obj
+        obj.setdefault("metadata", {})
+        return obj, warnings
+
+    def _validate(self, strategy: Strategy, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str) -> None:
+        rt = strategy.type
+        schema.validate(obj, rt.group, rt.version, rt.kind)
+        if old is None:
+            causes = strategy.validate(obj)
+        elif subresource == "status":
+            causes = resources.immutable_meta_causes(obj, old)
+            causes += strategy.status_rules(obj, old) if strategy.status_rules else strategy.validate(obj)
+        else:
+            causes = resources.immutable_meta_causes(obj, old)
+            causes += strategy.update_rules(obj, old) if strategy.update_rules else strategy.validate(obj)
+        if causes:
+            raise errors.invalid(rt.kind, obj["metadata"].get("name", ""), rt.group, causes)
+
+    def _check_namespace(self, ri: authz.RequestInfo, strategy: Strategy) -> None:
+        if strategy.type.namespaced and not self.store.exists("namespaces", "", ri.namespace):
+            raise errors.not_found("namespaces", "", ri.namespace)
+
+    def create(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
+        if ri.name:
+            raise errors.method_not_allowed(request.method)
+        authz.authorize(identity, ri, [], None)
+        obj, warnings = self._decode_body(request, strategy)
+        meta = obj["metadata"]
+        if strategy.type.namespaced:
+            if meta.get("namespace") and meta["namespace"] != ri.namespace:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            meta["namespace"] = ri.namespace
+        else:
+            meta.pop("namespace", None)
+        if meta.get("resourceVersion"):
+            raise errors.bad_request("resourceVersion should not be set on objects to be created")
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + "".join(random.choice(_NAME_SUFFIX) for _ in range(5))
+        ri = authz.RequestInfo(ri.verb, ri.group, ri.version, ri.resource, ri.subresource, ri.namespace, meta.get("name", ""))
+        self._check_namespace(ri, strategy)
+        resources.prepare_for_create(strategy, obj)
+        authz.admit(identity, ri, obj, None)
+        self._validate(strategy, obj, None, "")
+        if self.store.exists(ri.resource, ri.namespace, meta["name"]):
+            raise errors.already_exists(ri.resource, ri.group, meta["name"])
+        stored = self.store.create(ri.resource, obj)
+        return json_response(201, stored, [("Warning", w) for w in warnings])
+
+    def _write_over(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy,
+                    new: dict[str, Any], old: dict[str, Any], warnings: list[str]) -> Response:
+        """The common tail of update and patch: optimistic concurrency, strategy, admission,
+        validation, a no-op check, and finalizer-driven deletion."""
+        meta = new.setdefault("metadata", {})
+        if meta.get("name", ri.name) != ri.name:
+            raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the URL ({ri.name})")
+        meta["name"] = ri.name
+        if strategy.type.namespaced:
+            if meta.get("namespace", ri.namespace) != ri.namespace:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            meta["namespace"] = ri.namespace
+        requested_rv = meta.get("resourceVersion")
+        if requested_rv and requested_rv != old["metadata"]["resourceVersion"]:
+            raise errors.conflict(ri.resource, ri.group, ri.name, errors.MODIFIED)
+        new = resources.prepare_for_update(strategy, new, old, ri.subresource)
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        authz.admit(identity, ri, new, old)
+        self._validate(strategy, new, old, ri.subresource)
+        headers = [("Warning", w) for w in warnings]
+        if new == old:
+            return json_response(200, old, headers)  # an unchanged object is not written
+        new_meta = new["metadata"]
+        if new_meta.get("deletionTimestamp") and not new_meta.get("finalizers") and not new_meta.get("deletionGracePeriodSeconds"):
+            final = self.store.delete(ri.resource, ri.namespace, ri.name)
+            return json_response(200, final, headers)
+        return json_response(200, self.store.update(ri.resource, new), headers)
+
+    def update(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
+        if not ri.name:
+            raise errors.method_not_allowed(request.method)
+        old = self.store.get(ri.resource, ri.namespace, ri.name)
+        authz.authorize(identity, ri, [], old if ri.resource == "pods" else None)
+        if old is None:
+            if strategy.create_on_update and not ri.subresource:
+                create_ri = authz.RequestInfo("create", ri.group, ri.version, ri.resource, "", ri.namespace, "")
+                return self.create(request, identity, create_ri, strategy)
+            raise errors.not_found(ri.resource, ri.group, ri.name)
+        new, warnings = self._decode_body(request, strategy)
+        return self._write_over(request, identity, ri, strategy, new, old, warnings)
+
+    def patch(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
+        if not ri.name:
+            raise errors.method_not_allowed(request.method)
+        content_type = (request.headers.get("content-type") or "").split(";")[0].strip()
+        old = self.store.get(ri.resource, ri.namespace, ri.name)
+        authz.authorize(identity, ri, [], old if ri.resource == "pods" else None)
+        if content_type == patch.APPLY:
+            raise errors.ApiError(415, "server-side apply (application/apply-patch+yaml) is not implemented by the test API server",
+                                  reason="UnsupportedMediaType")
+        if content_type not in (patch.STRATEGIC, patch.MERGE, patch.JSON_PATCH):
+            raise errors.unsupported_media_type(content_type)
+        if old is None:
+            raise errors.not_found(ri.resource, ri.group, ri.name)
+        try:
+            body = json.loads(request.body or b"null")
+        except ValueError as exc:
+            raise errors.bad_request(f"error decoding patch: {exc}") from None
+        rt = strategy.type
+        patched = patch.apply(content_type, old, body, schema.kind_schema(rt.group, rt.version, rt.kind))
+        if not isinstance(patched, dict):
+            raise errors.bad_request("the patch did not produce an object")
+        patched["kind"], patched["apiVersion"] = rt.kind, rt.api_version
+        new, warnings = self._decode_object(request, patched, strategy)
+        return self._write_over(request, identity, ri, strategy, new, old, warnings)
+
+    def delete(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
+        if not ri.name or ri.subresource:
+            raise errors.method_not_allowed(request.method)
+        old = self.store.get(ri.resource, ri.namespace, ri.name)
+        authz.authorize(identity, ri, [], old if ri.resource == "pods" else None)
+        if old is None:
+            raise errors.not_found(ri.resource, ri.group, ri.name)
+        options = request_info.parse_delete_options(request)
+        authz.admit(identity, ri, None, old)
+        meta = old["metadata"]
+        preconditions = options.get("preconditions") or {}
+        if preconditions.get("uid") and preconditions["uid"] != meta.get("uid"):
+            raise errors.conflict(ri.resource, ri.group, ri.name,
+                                  f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {meta.get('uid')}")
+        if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != meta.get("resourceVersion"):
+            raise errors.conflict(ri.resource, ri.group, ri.name,
+                                  f"Precondition failed: ResourceVersion in precondition: {preconditions['resourceVersion']}, "
+                                  f"ResourceVersion in object meta: {meta.get('resourceVersion')}")
+        grace = options.get("gracePeriodSeconds")
+        obj, deleted = self._delete(strategy, ri, old, grace if isinstance(grace, int) else None)
+        if deleted and not strategy.return_deleted_object:
+            details = {"name": ri.name, "kind": ri.resource, "uid": meta.get("uid")}
+            if ri.group:
+                details["group"] = ri.group
+            return json_response(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                       "details": details})
+        return json_response(200, obj)
+
+    def _delete(self, strategy: Strategy, ri: authz.RequestInfo, old: dict[str, Any], grace: int | None) -> tuple[dict[str, Any], bool]:
+        """rest.BeforeDelete + Store.Delete: (object returned, whether it is gone)."""
+        meta = old["metadata"]
+        finalizers = bool(meta.get("finalizers"))
+        first = not meta.get("deletionTimestamp")
+        if not first:
+            current = meta.get("deletionGracePeriodSeconds")
+            if not current:
+                if finalizers:
+                    return old, False
+                return self.store.delete(ri.resource, ri.namespace, ri.name), True
+            if grace is None or grace >= current:
+                return old, False  # graceful deletion is pending; only a shorter period changes it
+            started = values.parse_time(meta["deletionTimestamp"]).timestamp() - current
+            period = grace
+        else:
+            period = resources.graceful_period(old, grace) if strategy.graceful else 0
+            started = values.now().timestamp()
+        if period == 0 and not finalizers:
+            return self.store.delete(ri.resource, ri.namespace, ri.name), True
+        meta["deletionTimestamp"] = values.format_time(datetime.datetime.fromtimestamp(started + period, datetime.timezone.utc))
+        meta["deletionGracePeriodSeconds"] = period
+        if first and strategy.generation and "generation" in meta:
+            meta["generation"] = int(meta["generation"]) + 1
+        return self.store.update(ri.resource, old), False
+
+    def bind(self, request: Request, identity: Identity, ri: authz.RequestInfo) -> Response:
+        authz.authorize(identity, ri, [], None)
+        body = request_info.parse_body(request)
+        target = (body or {}).get("target") or {}
+        pod = self.store.get("pods", ri.namespace, ri.name)
+        if pod is None:
+            raise errors.not_found("pods", "", ri.name)
+        if (pod.get("spec") or {}).get("nodeName"):
+            raise errors.conflict("pods", "", ri.name, f"pod {ri.name} is already assigned to node \"{pod['spec']['nodeName']}\"")
+        if not target.get("name"):
+            raise errors.invalid("Binding", ri.name, "", [errors.required("target.name")])
+        pod["spec"]["nodeName"] = target["name"]
+        conditions = pod.setdefault("status", {}).setdefault("conditions", [])
+        conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                           "lastTransitionTime": resources.now_time()})
+        self.store.update("pods", pod)
+        return json_response(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})

@@ -1,0 +1,1 @@
+from tests.support.apiserver.fixtures import apiserver  # noqa: F401 (fixture)
