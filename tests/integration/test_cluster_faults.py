@@ -1,0 +1,79 @@
+"""Cluster mode when the API server misbehaves: 500s, hangs and resets for a while (a
+few seconds here; the mechanism is the same for a minute). Pods keep running, the lease
+and node status resume within a period after recovery, statuses converge to the truth,
+and a 410 on the watch re-lists without restarting a container."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.test_cluster_node import LEASES, api_pod, node_daemon  # noqa: F401 (fixture)
+from tests.support.containerd import BUSYBOX_IMAGE
+from tests.support.pods import TRAPPING_LOOP
+
+
+def create_pod(apiserver, name: str) -> None:
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": "node1", "hostNetwork": True, "terminationGracePeriodSeconds": 2,
+                 "containers": [{"name": "app", "image": BUSYBOX_IMAGE, "command": TRAPPING_LOOP}]},
+    }
+    assert apiserver.admin.post("/api/v1/namespaces/default/pods", json=pod).status_code == 201
+
+
+def container_id_in_api(apiserver, name: str) -> str:
+    statuses = api_pod(apiserver, name).get("status", {}).get("containerStatuses", [])
+    return statuses[0].get("containerID", "") if statuses else ""
+
+
+def local_pod(daemon, name: str) -> dict:
+    return next((p for p in daemon.admin("GET", "/pods").json()["items"] if p["metadata"]["name"] == name), {})
+
+
+def renew_time(apiserver) -> str:
+    answer = apiserver.admin.get(f"{LEASES}/node1")
+    return answer.json()["spec"]["renewTime"] if answer.status_code == 200 else ""
+
+
+@pytest.mark.containerd
+@pytest.mark.parametrize("fault", ["fail", "hang", "reset"])
+def test_pods_keep_running_through_an_api_outage_and_everything_resumes(node_daemon, apiserver, fault):
+    daemon = node_daemon
+    create_pod(apiserver, "steady")
+    daemon.wait_for(lambda: container_id_in_api(apiserver, "steady"), "the pod's status in the API", timeout=40)
+    container_id = container_id_in_api(apiserver, "steady")
+
+    getattr(apiserver, fault)(duration=6)  # node identities only: the admin client is spared
+    time.sleep(6.5)
+    local = local_pod(daemon, "steady")
+    assert local["status"]["phase"] == "Running"
+    assert local["status"]["containerStatuses"][0]["containerID"] == container_id  # never restarted
+    assert daemon.healthz().status_code == 200
+
+    before = renew_time(apiserver)
+    daemon.wait_for(lambda: renew_time(apiserver) != before, "the lease to be renewed after recovery", timeout=12)
+    # Every pod's status in the API converges to the kubelet's truth.
+    daemon.wait_for(
+        lambda: api_pod(apiserver, "steady")["status"]["containerStatuses"][0]["containerID"]
+        == local_pod(daemon, "steady")["status"]["containerStatuses"][0]["containerID"],
+        "the API's status to equal the kubelet's", timeout=20,
+    )
+
+
+@pytest.mark.containerd
+def test_watch_410_relists_without_restarting_any_container(node_daemon, apiserver):
+    daemon = node_daemon
+    create_pod(apiserver, "one")
+    daemon.wait_for(lambda: container_id_in_api(apiserver, "one"), "the pod's status in the API", timeout=40)
+    container_id = container_id_in_api(apiserver, "one")
+    apiserver.clear_requests()
+    apiserver.expire_watches()
+    daemon.wait_for(
+        lambda: any(r.verb == "list" and r.resource == "pods" for r in apiserver.requests()),
+        "a re-list after 410", timeout=20,
+    )
+    create_pod(apiserver, "two")  # the new watch works
+    daemon.wait_for(lambda: container_id_in_api(apiserver, "two"), "the second pod to run", timeout=40)
+    assert container_id_in_api(apiserver, "one") == container_id
