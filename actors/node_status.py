@@ -301,9 +301,13 @@ class _NodeStatus:
     async def reconcile(self, node: dict[str, Any]) -> bool:
         try:
             existing = await self.client.get(self.path)
-            patch = reconcile_existing(existing, node)
-            if patch is not None:
-                await self.client.patch(f"{self.path}/status", patch, STRATEGIC_MERGE_PATCH)
+            patch = reconcile_existing(existing, node) or {}
+            # Labels through the Node itself, status through its status subresource: every
+            # API server applies each there (NodeRestriction allows both for the own Node).
+            if "metadata" in patch:
+                await self.client.patch(self.path, {"metadata": patch["metadata"]}, STRATEGIC_MERGE_PATCH)
+            if "status" in patch:
+                await self.client.patch(f"{self.path}/status", {"status": patch["status"]}, STRATEGIC_MERGE_PATCH)
         except ApiError as exc:
             self.problem.failed(f"unable to reconcile existing node {self.name}: {exc}")
             return False

@@ -77,3 +77,51 @@ def test_watch_410_relists_without_restarting_any_container(node_daemon, apiserv
     create_pod(apiserver, "two")  # the new watch works
     daemon.wait_for(lambda: container_id_in_api(apiserver, "two"), "the second pod to run", timeout=40)
     assert container_id_in_api(apiserver, "one") == container_id
+
+
+@pytest.mark.containerd
+def test_kill_9_during_status_updates_then_restart_converges_without_restarts(node_daemon, apiserver, tmp_path):
+    from tests.support.daemon import DaemonProcess
+
+    daemon = node_daemon
+    for name in ("a", "b", "c"):
+        create_pod(apiserver, name)
+    for name in ("a", "b", "c"):
+        daemon.wait_for(lambda n=name: container_id_in_api(apiserver, n), f"pod {name} in the API", timeout=40)
+    before = {n: container_id_in_api(apiserver, n) for n in ("a", "b", "c")}
+    daemon.process.kill()
+    daemon.process.wait(timeout=10)
+    again = DaemonProcess(daemon.root_dir, *daemon.argv[3:]).start()  # same flags, same root dir
+    try:
+        again.wait_for(lambda: {p["metadata"]["name"] for p in again.admin("GET", "/pods").json()["items"]}
+                       >= {"a", "b", "c"}, "the pods to be adopted", timeout=40)
+        time.sleep(3)
+        assert {n: container_id_in_api(apiserver, n) for n in ("a", "b", "c")} == before
+        for name in ("a", "b", "c"):
+            local = local_pod(again, name)["status"]["containerStatuses"][0]
+            assert local["containerID"] == before[name] and local["restartCount"] == 0
+    finally:
+        again.stop()
+
+
+@pytest.mark.containerd
+def test_an_existing_node_is_reconciled(apiserver, tmp_path, containerd):
+    from tests.support.daemon import DaemonProcess
+
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "node1", "labels": {"kubernetes.io/hostname": "stale", "team": "blue"}}}
+    assert apiserver.admin.post("/api/v1/nodes", json=node).status_code == 201
+    daemon = DaemonProcess(
+        tmp_path / "root", f"--kubeconfig={apiserver.kubeconfig('system:node:node1')}",
+        f"--container-runtime-endpoint={containerd.endpoint}", "--hostname-override=node1", "--node-ip=127.0.0.1",
+    ).start()
+    try:
+        def reconciled() -> bool:
+            current = apiserver.admin.get("/api/v1/nodes/node1").json()
+            labels = current["metadata"].get("labels", {})
+            return labels.get("kubernetes.io/hostname") == "node1" and bool(current.get("status", {}).get("nodeInfo"))
+
+        daemon.wait_for(reconciled, "the existing Node to be reconciled", timeout=30)
+        assert apiserver.admin.get("/api/v1/nodes/node1").json()["metadata"]["labels"]["team"] == "blue"
+    finally:
+        daemon.stop()
