@@ -274,6 +274,7 @@ class EventRecorder:
         self._capacity = capacity
         self._correlator = correlator or EventCorrelator()
         self._ring: OrderedDict[tuple, Event] = OrderedDict()
+        self._listeners: list[Callable[[Event], None]] = []
         self._recorded = Counter(
             "pykubelet_events",
             "Events recorded (after aggregation and the spam filter), by type and reason",
@@ -337,7 +338,16 @@ class EventRecorder:
         if event.count > 1:
             fields["count"] = event.count
         log.info("event: %s", event.message, extra=fields)
+        for listener in self._listeners:
+            listener(event)
         return event
+
+    def subscribe(self, listener: Callable[[Event], None]) -> Callable[[], None]:
+        """Call listener(event) with every event kept from now on (new, or a repeat with
+        its count raised), synchronously inside record(): it must not block or raise (the
+        API sink only queues it). Returns the function that unsubscribes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     def events(self, namespace: str | None = None, involved_uid: str | None = None) -> list[Event]:
         """The kept events, oldest first (a repeated event moves to the end)."""

@@ -25,6 +25,7 @@ import trio
 import trio_asyncio
 from prometheus_client import CollectorRegistry
 
+from pykubelet.actors.event_sink import EventSinkMetrics, event_sink_actor
 from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.gc import GcMetrics, GcSettings, gc_actor
 from pykubelet.actors.health import HealthBoard
@@ -60,6 +61,8 @@ class ClusterSettings:
     lease: NodeLeaseSettings = NodeLeaseSettings()
     api_qps: int = 50  # kubeAPIQPS
     api_burst: int = 100  # kubeAPIBurst
+    event_record_qps: float = 50  # eventRecordQPS
+    event_burst: int = 100  # eventBurst
 
 
 @dataclass(frozen=True)
@@ -107,12 +110,16 @@ class Daemon:
         self.registered_node = RegisteredNode()
         self.api: ApiClient | None = None
         self.heartbeat: ApiClient | None = None
+        self.events_api: ApiClient | None = None
         if settings.cluster is not None:
             cluster = settings.cluster
+            rest_metrics = RestClientMetrics(self.metrics)
             self.api = ApiClient(
-                cluster.credentials, qps=cluster.api_qps, burst=cluster.api_burst,
-                metrics=RestClientMetrics(self.metrics),
+                cluster.credentials, qps=cluster.api_qps, burst=cluster.api_burst, metrics=rest_metrics,
             )
+            # Events go through a client of their own, limited by eventRecordQPS/eventBurst
+            # in the sink, so that they do not use up kubeAPIQPS (as Go).
+            self.events_api = ApiClient(cluster.credentials, qps=None, metrics=rest_metrics)
             # The lease has its own client, with a timeout no longer than a renewal
             # period's worth of waiting (Go: min(lease duration, status update frequency)).
             self.heartbeat = ApiClient(
@@ -163,6 +170,7 @@ class Daemon:
                     settings.sync, tree=lambda: self.root,
                     worker_actor=lambda uid, pod: pod_worker_actor(uid, pod, deps),
                     statuses=self.statuses, runtime_pods=self.runtime_pods, published=self.desired,
+                    events=self.events,
                 ),
                 mailbox=MailboxSpec(capacity=1024, durable=True, accepts=SyncLoopMessage.__args__),
             ),
@@ -202,7 +210,7 @@ class Daemon:
         ]
 
     def _cluster_children(self) -> list[ChildSpec]:
-        """Node status, node lease and the status manager, in cluster mode only."""
+        """Node status, node lease, the event sink and the status manager: cluster mode only."""
         cluster = self.settings.cluster
         if cluster is None:
             return []
@@ -219,6 +227,13 @@ class Daemon:
                 node_lease_actor(
                     cluster.lease, client=self.heartbeat, node_name=self.node.name,
                     node_uid=self.registered_node.get_uid,
+                ),
+            ),
+            ChildSpec(
+                "event-sink",
+                event_sink_actor(
+                    client=self.events_api, recorder=self.events, qps=cluster.event_record_qps,
+                    burst=cluster.event_burst, metrics=EventSinkMetrics(self.metrics),
                 ),
             ),
             ChildSpec(
@@ -253,6 +268,6 @@ class Daemon:
                 await self.root.run(task_status=task_status)
         finally:
             with trio.CancelScope(shield=True):
-                for client in (self.api, self.heartbeat):
+                for client in (self.api, self.heartbeat, self.events_api):
                     if client is not None:
                         await client.aclose()

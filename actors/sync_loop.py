@@ -10,11 +10,12 @@ before, so a kubelet restart does not kill what a slow source has not yet listed
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 import trio
 
+from pykubelet.actors.events import EventRecorder, pod_reference
 from pykubelet.actors.pleg import RuntimePods
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.messages.pod import Pod, PodStatus
@@ -29,6 +30,7 @@ from pykubelet.messages.pod_updates import (
     SyncPod,
     TerminatePod,
 )
+from pykubelet.pods.admission import admit
 from pykubelet.supervisor import ActorContext, ChildSpec, MailboxFull, MailboxSpec, Supervisor
 
 log = logging.getLogger("pykubelet.syncloop")
@@ -52,11 +54,22 @@ class DesiredPods:
 
 
 @dataclass(frozen=True)
+class NodeView:
+    """What admission checks a pod against: the node's name, labels and allocatable
+    (cpu in millicores, memory in bytes)."""
+
+    name: str = "localhost"
+    labels: dict[str, str] = field(default_factory=dict)
+    allocatable: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SyncLoopSettings:
     sync_frequency: float = 60.0  # --sync-frequency: each pod worker resyncs on its own
     housekeeping_period: float = 2.0  # the Go kubelet's housekeeping period
     max_pods: int = 110  # --max-pods
     workers: str = "root/pod-workers"
+    node: NodeView = NodeView()
 
 
 def sync_loop_actor(
@@ -67,12 +80,14 @@ def sync_loop_actor(
     statuses: PodStatuses,
     runtime_pods: RuntimePods,
     published: DesiredPods | None = None,
+    events: EventRecorder | None = None,
 ):
     """`worker_actor(uid, pod)` makes the actor function of a pod worker (see
     pod_workers.pod_worker_actor; pod is None for an orphan to terminate)."""
 
     async def run(ctx: ActorContext) -> None:
         loop = SyncLoop(settings, ctx, tree().find_supervisor(settings.workers), worker_actor, statuses, runtime_pods)
+        loop.events = events
         view = published if published is not None else DesiredPods()
         view.uids, view.sources_ready = frozenset(), False  # a new incarnation starts empty
         assert ctx.mailbox is not None
@@ -110,6 +125,7 @@ class SyncLoop:
         self.desired: dict[str, Pod] = {}
         self.rejected: set[str] = set()
         self.terminating: set[str] = set()  # asked to terminate, worker not yet gone
+        self.events: EventRecorder | None = None
         self.sources_ready = False
 
     async def handle(self, message: SyncLoopMessage) -> None:
@@ -161,14 +177,21 @@ class SyncLoop:
                 await self._terminate(uid, reason=f"removed from its source ({update.source})")
 
     def _admit(self, pod: Pod) -> bool:
-        """Go's admission for this issue: the node's pod capacity (--max-pods)."""
-        used, capacity = len(self.desired), self.settings.max_pods
-        if used < capacity:
+        """Go's admission: pod count (--max-pods), cpu and memory requests against the
+        node's allocatable, nodeSelector and required node affinity, nodeName."""
+        node = self.settings.node
+        allocatable = {**node.allocatable, "pods": self.settings.max_pods}
+        ok, reason, message = admit(
+            pod, node_name=node.name, node_labels=node.labels, allocatable=allocatable,
+            running_pods=[p for p in self.desired.values() if p.status.phase not in ("Succeeded", "Failed")],
+        )
+        if ok:
             return True
-        message = f"Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {capacity}"
-        log.warning("pod rejected: %s", message, extra={"pod": pod.full_name})
+        log.warning("pod rejected: %s", message, extra={"pod": pod.full_name, "reason": reason})
         self.rejected.add(pod.metadata.uid)
-        self.statuses.set(pod, PodStatus(phase="Failed", reason="OutOfpods", message=message))
+        self.statuses.set(pod, PodStatus(phase="Failed", reason=reason, message=message))
+        if self.events is not None:
+            self.events.record(pod_reference(pod), "Warning", reason, message)
         return False
 
     async def _on_pod_event(self, uid: str) -> None:

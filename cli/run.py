@@ -21,7 +21,9 @@ from pykubelet.actors.node_lease import NodeLeaseSettings
 from pykubelet.actors.node_status import NodeStatusSettings
 from pykubelet.actors.root import ClusterSettings, Daemon, DaemonSettings
 from pykubelet.actors.runtime_link import RuntimeLinkSettings
-from pykubelet.actors.sync_loop import SyncLoopSettings
+from pykubelet.actors.node_status import read_node_facts
+from pykubelet.actors.sync_loop import NodeView, SyncLoopSettings
+from pykubelet.pods.node import node_labels
 from pykubelet.embedded_runtime.launcher import EmbeddedRuntimeError
 from pykubelet.embedded_runtime.launcher import ensure_running as ensure_embedded_runtime
 from pykubelet.messages.config import EMBEDDED_RUNTIME
@@ -85,7 +87,10 @@ def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> Da
         manifest_url=config.static_pod_url,
         manifest_url_header=dict(config.static_pod_url_header),
         http_check_frequency=config.http_check_frequency,
-        sync=SyncLoopSettings(sync_frequency=config.sync_frequency, max_pods=config.max_pods),
+        sync=SyncLoopSettings(
+            sync_frequency=config.sync_frequency, max_pods=config.max_pods,
+            node=node_view(flags, root_dir),
+        ),
         cluster=cluster_settings(flags, config, root_dir),
         gc=GcSettings(
             image_high=config.image_gc_high_threshold_percent,
@@ -119,6 +124,19 @@ def cluster_settings(flags, config, root_dir: str) -> ClusterSettings | None:
         lease=NodeLeaseSettings(duration=config.node_lease_duration_seconds),
         api_qps=config.kube_api_qps,
         api_burst=config.kube_api_burst,
+        event_record_qps=config.event_record_qps,
+        event_burst=config.event_burst,
+    )
+
+
+def node_view(flags, root_dir: str) -> NodeView:
+    """The node as admission sees it: labels as registered, allocatable = capacity."""
+    facts = read_node_facts(root_dir)
+    name = node_name(flags.hostname_override)
+    return NodeView(
+        name=name,
+        labels=node_labels(name, facts.machine, flags.node_labels),
+        allocatable={"cpu": facts.cpu_count * 1000, "memory": facts.memory_bytes},
     )
 
 

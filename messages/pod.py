@@ -172,6 +172,30 @@ class Toleration(_K8s):
     toleration_seconds: int | None = None
 
 
+class NodeSelectorRequirement(_K8s):
+    key: str
+    operator: str  # In NotIn Exists DoesNotExist Gt Lt (matchFields: In NotIn)
+    values: list[str] = []
+
+
+class NodeSelectorTerm(_K8s):
+    match_expressions: list[NodeSelectorRequirement] = []
+    match_fields: list[NodeSelectorRequirement] = []
+
+
+class NodeSelector(_K8s):
+    node_selector_terms: list[NodeSelectorTerm] = []
+
+
+class NodeAffinity(_K8s):
+    # Only the required terms: the kubelet admits on them; preferred ones are the scheduler's.
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+
+
+class Affinity(_K8s):
+    node_affinity: NodeAffinity | None = None
+
+
 RestartPolicy = Literal["Always", "OnFailure", "Never"]
 
 
@@ -196,6 +220,7 @@ class PodSpec(_K8s):
     volumes: list[Volume] = []
     tolerations: list[Toleration] = []
     node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
 
 
 # --- status --------------------------------------------------------------------------

@@ -105,6 +105,15 @@ def test_pod_bound_to_the_node_runs_reports_status_and_is_deleted_gracefully(nod
     assert app["name"] == "app" and app["ready"] is True and app["restartCount"] == 0
     assert app["containerID"].startswith("containerd://") and "running" in app["state"]
 
+    def event_reasons() -> set[str]:
+        items = apiserver.admin.get("/api/v1/namespaces/default/events").json()["items"]
+        return {e["reason"] for e in items if e["involvedObject"]["name"] == "web"}
+
+    daemon.wait_for(lambda: {"Created", "Started"} <= event_reasons(), "the pod's events in the API")
+    event = next(e for e in apiserver.admin.get("/api/v1/namespaces/default/events").json()["items"]
+                 if e["reason"] == "Started")
+    assert event["source"] == {"component": "kubelet", "host": "node1"}
+
     deleted = apiserver.admin.request("DELETE", "/api/v1/namespaces/default/pods/web", json={"gracePeriodSeconds": 5})
     assert deleted.status_code == 200, deleted.text
     assert api_pod(apiserver, "web")["metadata"]["deletionTimestamp"]

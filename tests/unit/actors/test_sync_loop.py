@@ -100,3 +100,12 @@ async def test_orphans_are_terminated_only_after_sources_are_ready(node, autojum
     node.runtime_pods.latest = Relist(sandboxes=[], containers=[])  # the PLEG sees it gone
     await trio.sleep(5)
     assert node.take() == []
+
+
+async def test_a_pod_whose_node_selector_does_not_match_is_rejected_with_node_affinity(node, autojump_clock):
+    picky = msgspec.structs.replace(pod("picky"), spec=msgspec.structs.replace(pod("picky").spec, node_selector={"disk": "ssd"}))
+    await node.send(PodUpdate(op="ADD", source="api", pods=[picky]))
+    assert node.take() == []
+    rejected = node.statuses.get("picky")
+    assert (rejected.phase, rejected.reason) == ("Failed", "NodeAffinity")
+    assert rejected.message == "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
