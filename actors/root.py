@@ -29,6 +29,7 @@ from pykubelet.actors.event_sink import EventSinkMetrics, event_sink_actor
 from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.gc import GcMetrics, GcSettings, gc_actor
 from pykubelet.actors.health import HealthBoard
+from pykubelet.actors.mirror_pods import mirror_pods_actor
 from pykubelet.actors.node_lease import NodeLeaseSettings, node_lease_actor
 from pykubelet.actors.node_status import NodeStatusSettings, RegisteredNode, node_status_actor
 from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, pleg_actor
@@ -210,7 +211,8 @@ class Daemon:
         ]
 
     def _cluster_children(self) -> list[ChildSpec]:
-        """Node status, node lease, the event sink and the status manager: cluster mode only."""
+        """Node status, node lease, the event sink, the status manager and mirror pods:
+        cluster mode only."""
         cluster = self.settings.cluster
         if cluster is None:
             return []
@@ -240,6 +242,13 @@ class Daemon:
                 "status-manager",
                 status_manager_actor(client=self.api, statuses=self.statuses),
                 mailbox=MailboxSpec(capacity=1024, durable=True, accepts=StatusManagerMessage.__args__),
+            ),
+            ChildSpec(
+                "mirror-pods",
+                mirror_pods_actor(
+                    client=self.api, statuses=self.statuses, node_name=self.node.name,
+                    registered_node_uid=self.registered_node.get_uid,
+                ),
             ),
         ]
 

@@ -23,7 +23,13 @@ pod is deleted (gracePeriodSeconds 0, preconditions.uid) when
   - the API pod has a deletionTimestamp: seen on the board's copy of the pod or in the API's
     answers, else asked by a GET at that moment (404, another UID or no deletionTimestamp:
     the pod is simply forgotten).
-Static pods (config.source other than "api") are not this actor's: their mirror pods are.
+Static pods (config.source other than "api"; Go's translatePodUID): their status goes to
+their mirror pod, the API pod of the same name whose kubernetes.io/config.mirror annotation
+is the static pod's config.hash, with the mirror pod's UID as precondition. Without one
+(not created yet, or of an older manifest) nothing is written and the pod is looked at
+again after `period`; a mirror pod is also re-read every `period`, since the mirror pod
+actor may have replaced it by a new one. A static pod is never deleted from the API here:
+its mirror pod is actors/mirror_pods.py's.
 """
 
 from __future__ import annotations
@@ -37,11 +43,13 @@ import trio
 
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.messages.pod import PodStatus
-from pykubelet.pods.manifest import CONFIG_SOURCE
+from pykubelet.pods.manifest import CONFIG_HASH, CONFIG_MIRROR, CONFIG_SOURCE
 from pykubelet.pods.status_patch import status_patch
 from pykubelet.ports.apiserver import (
     ApiError,
     ApiUnavailable,
+    Conflict,
+    Forbidden,
     NotFound,
     ServerError,
     TooManyRequests,
@@ -119,6 +127,13 @@ class PodRecord:
     gone: bool = False  # the API has no such pod: nothing more to write
     hold_until: float = 0.0  # after an answer that retrying at once would repeat (403, 422)
     complained: tuple[int, str] | None = None  # (version, error) already logged
+    mirror_of: str | None = None  # a static pod: its config.hash, which its mirror pod carries
+    api_uid: str = ""  # the UID of the API pod written (a static pod's: its mirror pod's)
+    recheck_at: float = 0.0  # a static pod: when to read its mirror pod again
+
+    @property
+    def static(self) -> bool:
+        return self.mirror_of is not None
 
     @property
     def path(self) -> str:
@@ -156,12 +171,13 @@ class StatusManager:
         seen = set()
         for pod in self.statuses.pods():
             meta = pod.metadata
-            if meta.annotations.get(CONFIG_SOURCE) != API_SOURCE:
-                continue
+            source = meta.annotations.get(CONFIG_SOURCE, API_SOURCE)
             seen.add(meta.uid)
             record = self.records.get(meta.uid)
             if record is None:
-                record = self.records[meta.uid] = PodRecord(meta.uid, meta.namespace, meta.name)
+                record = self.records[meta.uid] = PodRecord(meta.uid, meta.namespace, meta.name, api_uid=meta.uid)
+                if source != API_SOURCE:
+                    record.mirror_of, record.api_uid = meta.annotations.get(CONFIG_HASH, meta.uid), ""
             record.on_board, record.finished = True, False
             record.deleting = record.deleting or meta.deletion_timestamp is not None
             if record.status != pod.status:
@@ -182,7 +198,8 @@ class StatusManager:
         finished = [r for r in self.records.values() if r.finished and r.hold_until <= now]
         unsynced = [
             r for r in self.records.values()
-            if r.on_board and not r.gone and r.synced < r.version and r.hold_until <= now
+            if r.on_board and not r.gone and r.hold_until <= now
+            and (r.synced < r.version or (r.static and r.recheck_at <= now))
         ]
         return finished + unsynced
 
@@ -196,13 +213,26 @@ class StatusManager:
                 if record.finished:
                     await self._finish(record)
                 else:
+                    if record.static and record.recheck_at <= trio.current_time():
+                        record.api_status = None  # the mirror pod may have been replaced
                     await self._write_status(record)
             except _UNAVAILABLE:
                 record.api_status = None  # a write without an answer may or may not have landed
                 raise
             except NotFound:
-                self._forget_or_mark_gone(record, "the pod is gone from the API server")
+                if record.static:
+                    self._no_mirror_pod(record)
+                else:
+                    self._forget_or_mark_gone(record, "the pod is gone from the API server")
             except ApiError as exc:
+                if record.static and isinstance(exc, Conflict):
+                    record.api_status = None  # its mirror pod was replaced since we read it: read again
+                    continue
+                if record.static and isinstance(exc, Forbidden) and record.api_status is None:
+                    # The Node authorizer answers a node's GET of a pod it has no relationship
+                    # with (none of that name bound to it) with 403, not 404: no mirror pod yet.
+                    self._no_mirror_pod(record)
+                    continue
                 # Refused for this pod alone (403, 409, 422, ...): read it again next time,
                 # and do not hammer the API server with the same request meanwhile.
                 record.api_status = None
@@ -217,21 +247,35 @@ class StatusManager:
         if record.api_status is None and not await self._read(record):
             return
         version = record.version
-        body = status_patch(record.api_status, record.status, uid=record.uid)
+        body = status_patch(record.api_status, record.status, uid=record.api_uid)
         if body is not None:
             answer = await self.client.patch(record.path + "/status", body, "strategic")
             self._learn(record, answer)
             log.debug("pod status written (version %d)", version, extra=record.fields)
         record.synced = version
+        if record.static:
+            record.recheck_at = trio.current_time() + self.settings.period
 
     async def _read(self, record: PodRecord) -> bool:
         """GET the pod into the record; False when the API holds another pod (or none)."""
         answer = await self.client.get(record.path)
-        if (answer.get("metadata") or {}).get("uid") != record.uid:
+        meta = answer.get("metadata") or {}
+        if record.static:
+            if (meta.get("annotations") or {}).get(CONFIG_MIRROR) != record.mirror_of or meta.get("deletionTimestamp"):
+                self._no_mirror_pod(record)
+                return False
+            record.api_uid = str(meta.get("uid") or "")
+        elif meta.get("uid") != record.uid:
             self._forget_or_mark_gone(record, "the API server holds another pod under this name")
             return False
         self._learn(record, answer)
         return True
+
+    def _no_mirror_pod(self, record: PodRecord) -> None:
+        """A static pod without its mirror pod (yet): look again after a period."""
+        record.api_status, record.api_uid = None, ""
+        record.recheck_at = record.hold_until = trio.current_time() + self.settings.period
+        log.debug("static pod has no mirror pod yet: status not written", extra=record.fields)
 
     def _learn(self, record: PodRecord, pod: dict[str, Any]) -> None:
         record.api_status = pod.get("status") or {}
@@ -239,6 +283,9 @@ class StatusManager:
 
     async def _finish(self, record: PodRecord) -> None:
         """The kubelet is done with the pod: delete it if it is being deleted, and forget it."""
+        if record.static:  # its mirror pod is the mirror pod actor's to delete
+            self.records.pop(record.uid, None)
+            return
         if not record.gone and not record.deleting:
             try:
                 found = await self._read(record)
@@ -340,4 +387,5 @@ def _next_wait(manager: StatusManager, idle: float) -> float:
         r.hold_until - now for r in manager.records.values()
         if r.hold_until > now and (r.finished or r.synced < r.version)
     ]
+    held += [r.recheck_at - now for r in manager.records.values() if r.static and r.on_board and r.recheck_at > now]
     return max(0.0, min([idle, *held]))

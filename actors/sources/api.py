@@ -22,6 +22,7 @@ import msgspec
 import trio
 
 from pykubelet.messages.pod import Pod
+from pykubelet.pods.manifest import CONFIG_MIRROR
 from pykubelet.messages.pod_updates import ManifestProblem, SourcePods
 from pykubelet.ports.apiserver import ApiError, Gone, WatchEvent, decode
 from pykubelet.supervisor import ActorContext
@@ -100,6 +101,8 @@ class ApiPodSet:
         origin = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         if ((obj.get("spec") or {}).get("nodeName") or "") != self.node_name:
             return
+        if CONFIG_MIRROR in (meta.get("annotations") or {}):
+            return  # a mirror pod stands for a static pod: never run (Go: IsMirrorPod)
         try:
             pod = decode(obj, Pod)
         except ValueError as exc:

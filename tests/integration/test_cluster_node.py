@@ -119,3 +119,33 @@ def test_pod_bound_to_the_node_runs_reports_status_and_is_deleted_gracefully(nod
     assert api_pod(apiserver, "web")["metadata"]["deletionTimestamp"]
     daemon.wait_for(lambda: api_pod(apiserver, "web") == {}, "the pod object to be deleted by the kubelet", timeout=40)
     assert "web" not in {p["metadata"]["name"] for p in daemon.admin("GET", "/pods").json()["items"]}
+
+
+@pytest.mark.containerd
+def test_a_static_pod_gets_a_mirror_pod_recreated_after_deletion(apiserver, containerd, tmp_path):
+    from tests.support.pods import TRAPPING_LOOP, container, pod_manifest, write_manifest
+
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    write_manifest(manifests, pod_manifest("static", [container("c", TRAPPING_LOOP)], terminationGracePeriodSeconds=2))
+    daemon = DaemonProcess(
+        tmp_path / "root", f"--kubeconfig={apiserver.kubeconfig('system:node:node1')}",
+        f"--container-runtime-endpoint={containerd.endpoint}", "--hostname-override=node1", "--node-ip=127.0.0.1",
+        f"--pod-manifest-path={manifests}",
+    ).start()
+    try:
+        def mirror() -> dict:
+            pod = api_pod(apiserver, "static-node1")
+            return pod if pod.get("status", {}).get("phase") == "Running" else {}
+
+        daemon.wait_for(mirror, "the mirror pod Running in the API", timeout=40)
+        first = mirror()
+        assert first["metadata"]["annotations"]["kubernetes.io/config.mirror"]
+        assert first["metadata"]["ownerReferences"][0]["kind"] == "Node"
+        apiserver.admin.request("DELETE", "/api/v1/namespaces/default/pods/static-node1", json={"gracePeriodSeconds": 0})
+        daemon.wait_for(lambda: mirror() and mirror()["metadata"]["uid"] != first["metadata"]["uid"],
+                        "the mirror pod to be recreated", timeout=40)
+        local = [p for p in daemon.admin("GET", "/pods").json()["items"] if p["metadata"]["name"] == "static-node1"]
+        assert len(local) == 1  # the mirror pod itself is never run
+    finally:
+        daemon.stop()

@@ -256,12 +256,51 @@ async def test_a_restart_reconciles_by_get_and_writes_only_what_differs(autojump
         assert set(body["status"]) == {"containerStatuses"}
 
 
-async def test_static_pods_are_not_reported(autojump_clock):
+def static_board_pod(name: str, hash_: str) -> Pod:
+    pod = board_pod(name, uid=f"static-{hash_}", source="file")
+    annotations = {**pod.metadata.annotations, "kubernetes.io/config.hash": hash_}
+    return msgspec.structs.replace(pod, metadata=msgspec.structs.replace(pod.metadata, annotations=annotations))
+
+
+def mirror_of(hash_: str) -> dict[str, str]:
+    return {"kubernetes.io/config.mirror": hash_, "kubernetes.io/config.hash": hash_,
+            "kubernetes.io/config.source": "file"}
+
+
+async def test_a_static_pod_without_a_mirror_pod_is_looked_at_once_a_period_and_never_written(autojump_clock):
     h = Harness()
-    h.board.set(board_pod("etcd-node1", source="file"), status())
+    h.board.set(static_board_pod("etcd-node1", "h1"), status())
     async with running(h.spec):
+        await trio.sleep(25)
+        assert [(t, v) for t, v, _ in h.api.verbs()] == [(0.0, "GET"), (10.0, "GET"), (20.0, "GET")]
+        h.api.create("etcd-node1", uid="m-old", annotations=mirror_of("h0"))  # of an older manifest
+        await trio.sleep(10)
+        assert [v for _, v, _ in h.api.verbs()] == ["GET"] * 4
+
+
+async def test_a_static_pods_status_goes_to_its_mirror_pod_and_to_its_replacement(autojump_clock):
+    h = Harness()
+    h.api.create("etcd-node1", uid="m1", annotations=mirror_of("h1"))
+    h.board.set(static_board_pod("etcd-node1", "h1"), status())
+    async with running(h.spec):
+        await trio.sleep(1)
+        (body,) = h.api.bodies("PATCH")
+        assert body["metadata"]["uid"] == "m1"  # the mirror pod's UID, not the static pod's
+        assert h.api_status("etcd-node1")["phase"] == "Running"
+        # The mirror pod actor replaced the mirror pod: the next period writes the new one.
+        del h.api.pods["etcd-node1"]
+        h.api.create("etcd-node1", uid="m2", annotations=mirror_of("h1"))
+        await trio.sleep(10)
+        assert h.api.bodies("PATCH")[-1]["metadata"]["uid"] == "m2"
+        assert h.api_status("etcd-node1")["phase"] == "Running"
+        # Nothing changes: a GET per period, no write.
+        writes = len(h.api.bodies("PATCH"))
         await trio.sleep(30)
-        assert h.api.calls == []
+        assert len(h.api.bodies("PATCH")) == writes
+        # Its status leaves the board: forgotten, never deleted here.
+        h.board.remove("static-h1")
+        await trio.sleep(30)
+        assert "DELETE" not in [v for _, v, _ in h.api.verbs()] and "etcd-node1" in h.api.pods
 
 
 async def test_a_pod_being_deleted_is_deleted_once_its_status_left_the_board(autojump_clock):

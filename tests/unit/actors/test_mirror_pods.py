@@ -1,0 +1,151 @@
+"""The mirror pod actor on MockClock against an in-memory pods API: a mirror pod is created
+at start, recreated within a period after it was deleted, deleted (grace 0, UID
+precondition) when its static pod leaves the board; a change of the board is acted on
+within a poll; nothing is created before the Node's UID is known; an API error is logged
+once and retried next period."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import trio
+
+from pykubelet.actors.mirror_pods import mirror_pods_actor
+from pykubelet.actors.pod_statuses import PodStatuses
+from pykubelet.messages.pod import Container, ObjectMeta, Pod, PodSpec, PodStatus
+from pykubelet.ports.apiserver import error_from_status, unavailable
+from pykubelet.supervisor import ChildSpec
+from tests.support.actors import running
+
+NS = "kube-system"
+
+
+class FakePodsApi:
+    """Pods in memory by name: list (by spec.nodeName), create, delete with preconditions."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[float, str, str]] = []
+        self.failures: list[BaseException] = []
+        self.next_uid = 0
+
+    def _record(self, verb: str, path: str) -> None:
+        self.calls.append((trio.current_time(), verb, path))
+        if self.failures:
+            raise self.failures.pop(0)
+
+    async def list(self, path: str, params: Any = None) -> tuple[list[dict[str, Any]], str]:
+        await trio.lowlevel.checkpoint()
+        self._record("LIST", path)
+        node = params["fieldSelector"].removeprefix("spec.nodeName=")
+        return [copy.deepcopy(p) for p in self.pods.values() if p["spec"].get("nodeName") == node], "1"
+
+    async def create(self, path: str, body: Any) -> dict[str, Any]:
+        await trio.lowlevel.checkpoint()
+        self._record("CREATE", path)
+        name = body["metadata"]["name"]
+        if name in self.pods:
+            raise error_from_status(409, {"reason": "AlreadyExists", "message": "exists"}, method="POST", path=path)
+        self.next_uid += 1
+        pod = copy.deepcopy(body)
+        pod["metadata"]["uid"] = f"m{self.next_uid}"
+        self.pods[name] = pod
+        return copy.deepcopy(pod)
+
+    async def delete(self, path: str, body: Any = None) -> None:
+        await trio.lowlevel.checkpoint()
+        self._record("DELETE", path)
+        assert body["gracePeriodSeconds"] == 0
+        name = path.rsplit("/", 1)[-1]
+        if name not in self.pods:
+            raise error_from_status(404, {"reason": "NotFound", "message": "gone"}, method="DELETE", path=path)
+        if self.pods[name]["metadata"]["uid"] != body["preconditions"]["uid"]:
+            raise error_from_status(409, {"reason": "Conflict", "message": "uid"}, method="DELETE", path=path)
+        del self.pods[name]
+
+    def verbs(self) -> list[str]:
+        return [verb for _, verb, _ in self.calls]
+
+
+def static_pod(name: str, hash_: str) -> Pod:
+    return Pod(
+        metadata=ObjectMeta(name=name, namespace=NS, uid=f"static-{hash_}",
+                            annotations={"kubernetes.io/config.hash": hash_, "kubernetes.io/config.source": "file"}),
+        spec=PodSpec(node_name="node1", containers=[Container(name="c", image="busybox")]),
+    )
+
+
+class Harness:
+    def __init__(self, node_uid: str | None = "node-uid") -> None:
+        self.api = FakePodsApi()
+        self.board = PodStatuses()
+        self.node_uid = node_uid
+        self.spec = ChildSpec("mirror-pods", mirror_pods_actor(
+            client=self.api, statuses=self.board, node_name="node1", registered_node_uid=lambda: self.node_uid,
+        ))
+
+    def mirror(self, name: str) -> dict[str, Any] | None:
+        return self.api.pods.get(name)
+
+
+async def test_a_static_pod_gets_a_mirror_pod_recreated_after_deletion_and_deleted_with_it(autojump_clock):
+    h = Harness()
+    h.board.set(static_pod("etcd-node1", "h1"), PodStatus(phase="Running"))
+    async with running(h.spec):
+        await trio.sleep(0.5)
+        mirror = h.mirror("etcd-node1")
+        assert mirror is not None and mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"] == "h1"
+        assert mirror["metadata"]["ownerReferences"][0]["uid"] == "node-uid"
+        assert h.api.verbs() == ["LIST", "CREATE"]
+        await trio.sleep(20)
+        assert h.api.verbs() == ["LIST", "CREATE", "LIST", "LIST"]  # steady: a list per period
+        del h.api.pods["etcd-node1"]  # an admin deletes it
+        await trio.sleep(10)
+        assert h.mirror("etcd-node1")["metadata"]["uid"] == "m2"
+        h.board.remove("static-h1")  # the static pod is gone
+        await trio.sleep(1.5)  # within a poll, not a period
+        assert h.mirror("etcd-node1") is None
+        assert h.api.calls[-1][1] == "DELETE"
+
+
+async def test_an_edited_static_pod_gets_its_mirror_pod_replaced(autojump_clock):
+    h = Harness()
+    h.board.set(static_pod("etcd-node1", "h1"), PodStatus())
+    async with running(h.spec):
+        await trio.sleep(0.5)
+        h.board.remove("static-h1")
+        h.board.set(static_pod("etcd-node1", "h2"), PodStatus())
+        await trio.sleep(1.5)
+        mirror = h.mirror("etcd-node1")
+        assert mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"] == "h2"
+        assert h.api.verbs() == ["LIST", "CREATE", "LIST", "DELETE", "CREATE"]
+
+
+async def test_nothing_is_created_before_the_node_uid_is_known(autojump_clock):
+    h = Harness(node_uid=None)
+    h.board.set(static_pod("etcd-node1", "h1"), PodStatus())
+    async with running(h.spec):
+        await trio.sleep(5)
+        assert h.mirror("etcd-node1") is None
+        h.node_uid = "node-uid"
+        await trio.sleep(1.5)
+        assert h.mirror("etcd-node1")["metadata"]["ownerReferences"][0]["uid"] == "node-uid"
+
+
+async def test_api_errors_are_logged_once_and_retried_each_period(autojump_clock, caplog):
+    caplog.set_level(logging.INFO, logger="pykubelet.mirror_pods")
+    h = Harness()
+    h.board.set(static_pod("etcd-node1", "h1"), PodStatus())
+    for _ in range(3):
+        h.api.failures.append(unavailable(None, method="GET", path="/api/v1/pods", url="https://x/api/v1/pods"))
+    async with running(h.spec):
+        await trio.sleep(25)
+        assert h.mirror("etcd-node1") is None
+        assert [t for t, _, _ in h.api.calls] == [0.0, 10.0, 20.0]
+        await trio.sleep(10)
+        assert h.mirror("etcd-node1") is not None
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "listing mirror pods" in warnings[0].getMessage()
+    assert any("succeeds again" in r.getMessage() for r in caplog.records)
