@@ -4,7 +4,7 @@ metrics and the node's settings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.pod_statuses import PodStatuses
@@ -36,3 +36,6 @@ class PodWorkerDeps:
     probe_manager: str = "root/probes/manager"  # where ProbeTargets go
     resync_period: float = 60.0  # --sync-frequency
     status_manager: str = "root/status-manager"  # cluster mode: told when a pod is gone
+    # Containers whose preStop hook has run: a hook runs once per container, even when two
+    # terminations of a pod race (an event and housekeeping); forgotten when it is removed.
+    prestop_done: set[str] = field(default_factory=set)

@@ -405,6 +405,7 @@ class PodWorker:
         if remove:
             for container in runtime.containers:
                 await _ignore_gone(cri.remove_container(container.id))
+                self.deps.prestop_done.discard(container.id)
             for sandbox in runtime.sandboxes:
                 await _ignore_gone(cri.remove_pod_sandbox(sandbox.id))
 
@@ -415,6 +416,10 @@ class PodWorker:
         spec = self._container_spec(container.name)
         self.record(self.pod, container.name, "Normal", events.KILLING_CONTAINER, f"Stopping container {container.name}")
         handler = prestop_handler(spec, container.prestop_handler) if container.state == "running" else None
+        if container.id in self.deps.prestop_done:
+            handler = None  # a second stop of the same container (two terminations racing)
+        elif handler is not None:
+            self.deps.prestop_done.add(container.id)
         started = trio.current_time()
         if handler is not None:
             try:
