@@ -1,25 +1,31 @@
-"""The PLEG (pod lifecycle event generator): relists the runtime every second, diffs it
-against the previous relist, and tells the sync loop which pods changed.
+"""The PLEG (pod lifecycle event generator): follows the runtime's container events where it
+offers them (CRI GetContainerEvents) and relists it as the safety net, diffs what it sees
+against what it saw, and tells the sync loop which pods changed.
 
-It also keeps the latest relist for the sync loop's housekeeping (pods in the runtime that
-no source wants), reports its own health (the "pleg" check fails when no relist has
-succeeded for 3 minutes, as in the Go kubelet) and the running pod/container gauges.
+It also keeps the runtime's managed pods for the sync loop's housekeeping (pods in the
+runtime that no source wants), reports its own health (the "pleg" check fails when no
+relist has succeeded for 3 minutes, as in the Go kubelet) and the running pod/container
+gauges.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
 
+import msgspec
 import trio
+from cri_api.v1 import api_pb2
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod_updates import PlegEvent
-from pykubelet.ports.cri import CriError
-from pykubelet.ports.cri.pods import Relist, relist
+from pykubelet.pods.labels import CONTAINER_NAME_LABEL, POD_UID_LABEL, is_managed
+from pykubelet.ports.cri import CriError, EventsUnsupported
+from pykubelet.ports.cri.pods import Relist, RelistedContainer, RelistedSandbox, relist
 from pykubelet.supervisor import ActorContext
 
 log = logging.getLogger("pykubelet.pleg")
@@ -28,11 +34,25 @@ CHECK = "pleg"
 # Go's buckets for the relist histograms (metrics.DefBuckets).
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
+# While the runtime's events flow, the relist is only the safety net for what the stream
+# misses. The Go kubelet's evented PLEG relists every 300s; we relist every 10s, because
+# events do get lost: containerd 1.7 hands each event to only one of its subscribers and
+# drops events when its buffer fills (containerd#7318, #8892), and the embedded runtime
+# drops events for a subscriber 1000 behind. A relist costs two list calls (a few ms).
+EVENTED_RELIST_PERIOD = 10.0
+
 
 @dataclass(frozen=True)
 class PlegSettings:
     relist_period: float = 1.0
+    evented_relist_period: float = EVENTED_RELIST_PERIOD
     relist_threshold: float = 180.0  # unhealthy after this long without a relist
+    # Follow the runtime's container events where it offers them (the Go kubelet's
+    # EventedPLEG feature gate); off: relist only, every relist_period.
+    container_events: bool = True
+    # Re-subscribing to the runtime's events after a stream error.
+    events_backoff_initial: float = 0.5
+    events_backoff_max: float = 30.0
     send_to: str = "root/sync-loop"
 
 
@@ -46,6 +66,11 @@ class PlegMetrics:
             "kubelet_pleg_relist_interval_seconds", "Interval in seconds between relisting in PLEG.",
             buckets=_BUCKETS, registry=registry,
         )
+        self.event_latency = Histogram(
+            "kubelet_evented_pleg_connection_latency_seconds",
+            "The latency of streaming connection with the CRI runtime, measured in seconds.",
+            buckets=_BUCKETS, registry=registry,
+        )
         self.running_pods = Gauge(
             "kubelet_running_pods", "Number of pods that have a running pod sandbox", registry=registry
         )
@@ -56,10 +81,14 @@ class PlegMetrics:
 
 
 class RuntimePods:
-    """The latest successful relist, for readers outside the PLEG (housekeeping)."""
+    """The managed pods in the runtime as the PLEG last saw them (the latest successful
+    relist, kept current by the runtime's events), for readers outside the PLEG."""
 
     def __init__(self) -> None:
         self.latest: Relist | None = None
+
+
+# --- deciding: pure functions ----------------------------------------------------------
 
 
 def diff(previous: Relist | None, current: Relist) -> list[PlegEvent]:
@@ -92,43 +121,213 @@ def diff(previous: Relist | None, current: Relist) -> list[PlegEvent]:
     return events
 
 
+_EVENT_STATES = {
+    api_pb2.CONTAINER_CREATED_EVENT: "created",
+    api_pb2.CONTAINER_STARTED_EVENT: "running",
+    api_pb2.CONTAINER_STOPPED_EVENT: "exited",
+}
+
+
+def apply_event(view: Relist | None, event: api_pb2.ContainerEventResponse) -> Relist | None:
+    """The view after one runtime event, or None when the event is about nothing managed.
+
+    The event's type is the transition (CREATED -> created, STARTED -> running, STOPPED ->
+    exited, DELETED -> gone); its statuses say only whether the container is ours and whose
+    it is, as they were read after the transition. A sandbox's own events carry its id as
+    the container id. A DELETED container or sandbox is in no status any more: it counts
+    when the view knows it, which holds managed ones only.
+    """
+    containers = {c.id: c for c in view.containers} if view else {}
+    sandboxes = {s.id: s for s in view.sandboxes} if view else {}
+    cid, kind = event.container_id, event.container_event_type
+    sandbox = event.pod_sandbox_status if event.HasField("pod_sandbox_status") else None
+    if cid in sandboxes or (sandbox is not None and sandbox.id == cid):
+        known = sandboxes.get(cid)
+        if known is None:
+            if sandbox is None or not is_managed(dict(sandbox.labels)):
+                return None
+            known = RelistedSandbox(
+                id=cid, pod_uid=sandbox.labels.get(POD_UID_LABEL, ""), name=sandbox.metadata.name,
+                namespace=sandbox.metadata.namespace, ready=False,
+            )
+        if kind == api_pb2.CONTAINER_DELETED_EVENT:
+            del sandboxes[cid]
+        else:
+            ready = kind != api_pb2.CONTAINER_STOPPED_EVENT and (
+                sandbox is None or sandbox.id != cid or sandbox.state == api_pb2.SANDBOX_READY
+            )
+            sandboxes[cid] = msgspec.structs.replace(known, ready=ready)
+    else:
+        known = containers.get(cid)
+        if known is None:
+            status = next((s for s in event.containers_statuses if s.id == cid), None)
+            if status is None or not is_managed(dict(status.labels)):
+                return None
+            known = RelistedContainer(
+                id=cid, pod_uid=status.labels.get(POD_UID_LABEL, ""),
+                name=status.labels.get(CONTAINER_NAME_LABEL, status.metadata.name), state="unknown",
+            )
+        if kind == api_pb2.CONTAINER_DELETED_EVENT:
+            containers.pop(cid, None)
+        else:
+            containers[cid] = msgspec.structs.replace(known, state=_EVENT_STATES.get(kind, "unknown"))
+    return Relist(sandboxes=list(sandboxes.values()), containers=list(containers.values()))
+
+
+def event_to_pleg_events(
+    view: Relist | None, event: api_pb2.ContainerEventResponse
+) -> tuple[Relist | None, list[PlegEvent]]:
+    """(the new view, the PlegEvents) for one runtime event: exactly what a relist would
+    report for the same change, so events and relists never disagree on a transition."""
+    after = apply_event(view, event)
+    if after is None:
+        return view, []
+    return after, diff(view, after)
+
+
+# --- the actor -------------------------------------------------------------------------
+
+
 def pleg_actor(
     settings: PlegSettings, *, runtime: RuntimeHandle, health: HealthBoard, metrics: PlegMetrics, cache: RuntimePods
 ):
     async def run(ctx: ActorContext) -> None:
         health.register(CHECK, "no relist yet")
-        sync_loop = ctx.registry.lookup(settings.send_to)
-        previous: Relist | None = None  # a new incarnation reports every container once
-        last_success = trio.current_time()
-        last_start: float | None = None
-        problem: str | None = None
+        pleg = _Pleg(settings, runtime, health, metrics, cache, ctx.registry.lookup(settings.send_to))
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_watch_health, settings, health, lambda: last_success)
-            while True:
-                started = trio.current_time()
-                if last_start is not None:
-                    metrics.relist_interval.observe(started - last_start)
-                last_start = started
-                await runtime.wait_connected()
-                clock = time.perf_counter()
-                try:
-                    current = await relist(runtime.client)
-                except CriError as exc:
-                    if str(exc) != problem:
-                        log.warning("relist failed: %s", exc)
-                        problem = str(exc)
-                else:
-                    metrics.relist_duration.observe(time.perf_counter() - clock)
-                    problem = None
-                    last_success = trio.current_time()
-                    health.report(CHECK, True, f"relisted {len(current.sandboxes)} sandboxes")
-                    for event in diff(previous, current):
-                        await sync_loop.send(event)
-                    previous = cache.latest = current
-                    _set_gauges(metrics, current)
-                await trio.sleep_until(started + settings.relist_period)
+            nursery.start_soon(_watch_health, settings, health, lambda: pleg.last_success)
+            if settings.container_events:
+                nursery.start_soon(pleg.follow_events)
+            await pleg.relist_forever()
 
     return run
+
+
+class _Pleg:
+    """One incarnation's state, shared by its relist loop and its event follower.
+
+    `view` is what the sync loop has been told. Both tasks change it only between awaits,
+    and each sends the events of its own change, so a transition is reported once: the
+    relist diffs against a view that the events kept current. Events that arrive while a
+    relist's list calls run are replayed on its result, since the lists may predate them.
+    """
+
+    def __init__(self, settings, runtime, health, metrics, cache, sync_loop) -> None:
+        self.settings = settings
+        self.runtime = runtime
+        self.health = health
+        self.metrics = metrics
+        self.cache = cache
+        self.sync_loop = sync_loop
+        self.view: Relist | None = None  # None: a new incarnation reports every container once
+        self.last_success = trio.current_time()
+        self.stream_opened_at: float | None = None  # the event stream is open since then
+        self._during_relist: list[api_pb2.ContainerEventResponse] | None = None
+        self._period_changed = trio.Event()
+
+    def relist_period(self) -> float:
+        # The stream counts once it has stayed open for one fast period: a runtime without
+        # events refuses at once, and the fast relist in that period catches what happened
+        # before the subscription.
+        opened = self.stream_opened_at
+        if opened is not None and trio.current_time() - opened > self.settings.relist_period:
+            return self.settings.evented_relist_period
+        return self.settings.relist_period
+
+    async def relist_forever(self) -> None:
+        last_start: float | None = None
+        problem: str | None = None
+        while True:
+            started = trio.current_time()
+            if last_start is not None:
+                self.metrics.relist_interval.observe(started - last_start)
+            last_start = started
+            await self.runtime.wait_connected()
+            clock = time.perf_counter()
+            self._during_relist = []
+            try:
+                current = await relist(self.runtime.client)
+            except CriError as exc:
+                if str(exc) != problem:
+                    log.warning("relist failed: %s", exc)
+                    problem = str(exc)
+            else:
+                self.metrics.relist_duration.observe(time.perf_counter() - clock)
+                problem = None
+                self.last_success = trio.current_time()
+                self.health.report(CHECK, True, f"relisted {len(current.sandboxes)} sandboxes")
+                for event in self._during_relist:
+                    current = apply_event(current, event) or current
+                self._during_relist = None
+                await self._publish(current, diff(self.view, current))
+            finally:
+                self._during_relist = None
+            await self._sleep_until_next_relist(started)
+
+    async def _sleep_until_next_relist(self, started: float) -> None:
+        # The period changes when the event stream opens or fails; a failed stream may have
+        # lost events, so the relist comes at once rather than at the old, slow deadline.
+        while True:
+            deadline = started + self.relist_period()
+            if trio.current_time() >= deadline:
+                return
+            with trio.move_on_at(deadline):
+                await self._period_changed.wait()
+            self._period_changed = trio.Event()
+
+    async def follow_events(self) -> None:
+        delay = self.settings.events_backoff_initial
+        problem: str | None = None
+        while True:
+            await self.runtime.wait_connected()
+            try:
+                async with contextlib.aclosing(self.runtime.client.container_events()) as events:
+                    self.stream_opened_at = trio.current_time()
+                    async for event in events:
+                        if problem is not None:
+                            log.info("following the runtime's container events again")
+                            problem = None
+                        delay = self.settings.events_backoff_initial
+                        await self._on_event(event)
+                reason = "the runtime ended the container event stream"
+            except EventsUnsupported:
+                # As the Go kubelet, which falls back to relisting for good: a runtime that
+                # lacks the call does not grow it while connected.
+                log.info(
+                    "runtime offers no container events; relisting every %gs", self.settings.relist_period,
+                    extra={"endpoint": self.runtime.endpoint},
+                )
+                return
+            except CriError as exc:
+                reason = str(exc)
+            finally:
+                lasted = None if self.stream_opened_at is None else trio.current_time() - self.stream_opened_at
+                self.stream_opened_at = None
+                self._period_changed.set()
+            if lasted is not None and lasted >= self.settings.evented_relist_period:
+                delay = self.settings.events_backoff_initial  # it worked for a while: not a loop
+            if reason != problem:
+                log.warning("container events: %s; relisting every %gs, subscribing again in %gs",
+                            reason, self.settings.relist_period, delay)
+                problem = reason
+            await trio.sleep(delay)
+            delay = min(delay * 2, self.settings.events_backoff_max)
+
+    async def _on_event(self, event: api_pb2.ContainerEventResponse) -> None:
+        if event.created_at:
+            self.metrics.event_latency.observe(max(0.0, time.time() - event.created_at / 1e9))
+        if self._during_relist is not None:
+            self._during_relist.append(event)
+        view, events = event_to_pleg_events(self.view, event)
+        if view is not self.view:
+            await self._publish(view, events)
+
+    async def _publish(self, view: Relist, events: list[PlegEvent]) -> None:
+        # The view changes before the first await, so the other task diffs against it.
+        self.view = self.cache.latest = view
+        _set_gauges(self.metrics, view)
+        for event in events:
+            await self.sync_loop.send(event)
 
 
 async def _watch_health(settings: PlegSettings, health: HealthBoard, last_success) -> None:

@@ -8,9 +8,10 @@ operation_type names, and fails with a typed CriError (see errors.py).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -18,7 +19,7 @@ import trio
 import trio_asyncio
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
-from .errors import CommandTimedOut, CriError, NotCriRuntime, classify
+from .errors import CommandTimedOut, CriError, NotCriRuntime, RuntimeUnavailable, classify
 from .metrics import RuntimeOperationMetrics
 from .types import ExecSyncResult, RuntimeCondition, RuntimeStatus, RuntimeVersion
 
@@ -104,8 +105,8 @@ class CriClient:
         return self.runtime_version
 
     async def close(self) -> None:
-        """Close the channel (in-flight calls fail with CANCELLED). Call it before the
-        trio-asyncio loop closes."""
+        """Close the channel (calls in flight, and calls after it, fail with
+        RuntimeUnavailable). Call it before the trio-asyncio loop closes."""
         channel, self._channel = self._channel, None
         self._runtime = self._images = None
         if channel is not None:
@@ -269,6 +270,46 @@ class CriClient:
             stdout=response.stdout, stderr=response.stderr, exit_code=response.exit_code
         )
 
+    async def container_events(self) -> AsyncIterator[api_pb2.ContainerEventResponse]:
+        """The runtime's container events (GetContainerEvents), as they happen, until the
+        runtime ends the stream (the iterator ends) or it fails (a CriError; UNIMPLEMENTED is
+        EventsUnsupported). No deadline: cancelling the calling trio task cancels the stream.
+
+        An async generator: iterate it in one trio task, inside
+        `async with contextlib.aclosing(cri.container_events()) as events:` so that leaving
+        the block cancels the stream at once. The stream counts as one get_container_events
+        operation, recorded when it ends (as the Go kubelet records it).
+        """
+        operation = "get_container_events"
+        call = await trio_asyncio.aio_as_trio(_open_stream)(
+            self._rt().GetContainerEvents, api_pb2.GetEventsRequest()
+        )
+        started = time.perf_counter()
+        failed = False
+        try:
+            while True:
+                # One asyncio read per message: a cancelled trio task cancels the read, and
+                # grpc.aio cancels the call with it.
+                try:
+                    event = await trio_asyncio.aio_as_trio(call.read)()
+                except grpc.aio.AioRpcError as error:
+                    failed = True
+                    raise classify(
+                        error.code(), error.details() or "",
+                        endpoint=self.endpoint, operation=operation, timeout=None,
+                        connected=self._connected(),
+                    ) from error
+                except asyncio.CancelledError as cancelled:
+                    failed = True
+                    raise self._closed_during(operation) from cancelled
+                if event is grpc.aio.EOF:
+                    return
+                yield event
+        finally:
+            call.cancel()  # a no-op once the stream ended; otherwise tells the runtime
+            if self.metrics is not None:
+                self.metrics.record(operation, time.perf_counter() - started, failed=failed)
+
     # -- ImageService -----------------------------------------------------------------
 
     async def list_images(self, filter: api_pb2.ImageFilter | None = None) -> list[api_pb2.Image]:
@@ -337,6 +378,8 @@ class CriClient:
                 endpoint=self.endpoint, operation=operation, timeout=deadline,
                 connected=self._connected(),
             ) from error
+        except asyncio.CancelledError as cancelled:
+            raise self._closed_during(operation) from cancelled
         finally:
             if self.metrics is not None:
                 self.metrics.record(operation, time.perf_counter() - started, failed=failed)
@@ -347,16 +390,37 @@ class CriClient:
 
     def _rt(self) -> api_pb2_grpc.RuntimeServiceStub:
         if self._runtime is None:
-            raise RuntimeError(f"CriClient({self.endpoint}) is not connected: call connect()")
+            raise self._not_connected()
         return self._runtime
 
     def _img(self) -> api_pb2_grpc.ImageServiceStub:
         if self._images is None:
-            raise RuntimeError(f"CriClient({self.endpoint}) is not connected: call connect()")
+            raise self._not_connected()
         return self._images
+
+    def _closed_during(self, operation: str) -> RuntimeUnavailable:
+        # grpc.aio cancels the calls in flight when the channel closes (the runtime link
+        # ending its session), and trio_asyncio hands that on as asyncio's CancelledError,
+        # which is not trio's and which no caller expects: make it a failed call. (A
+        # cancelled trio task gets trio.Cancelled here, never this.)
+        return RuntimeUnavailable(
+            endpoint=self.endpoint, operation=operation, detail="the connection was closed during the call"
+        )
+
+    def _not_connected(self) -> Exception:
+        if self.runtime_version is not None:
+            # Closed by its owner (the runtime link) while another actor was between calls:
+            # a failed call like any other, not a programming error.
+            return RuntimeUnavailable(endpoint=self.endpoint, operation="call", detail="the connection was closed")
+        return RuntimeError(f"CriClient({self.endpoint}) is not connected: call connect()")
 
 
 async def _invoke(rpc: Callable[..., Awaitable[T]], request: Any, timeout: float | None) -> T:
     # Runs on the asyncio side. wait_for_ready=False: fail at once with UNAVAILABLE when the
     # runtime is not there, instead of queueing the call until its deadline.
     return await rpc(request, timeout=timeout, wait_for_ready=False)
+
+
+async def _open_stream(rpc: Callable[..., Any], request: Any) -> Any:
+    # grpc.aio starts the call on the running asyncio loop, so create it on the asyncio side.
+    return rpc(request, timeout=None, wait_for_ready=False)

@@ -73,6 +73,11 @@ class CriNotFound(CriCallError):
     """NOT_FOUND: the sandbox, container or image named in the call does not exist."""
 
 
+class EventsUnsupported(CriCallError):
+    """GetContainerEvents is UNIMPLEMENTED: the runtime offers no container event stream
+    (containerd before 1.7); the kubelet relies on relisting alone."""
+
+
 class CommandTimedOut(CriError):
     """exec_sync: the command did not finish within its timeout (a failed exec probe)."""
 
@@ -118,6 +123,8 @@ def classify(
     if code == grpc.StatusCode.UNIMPLEMENTED and operation == "version":
         return NotCriRuntime(endpoint=endpoint, operation=operation, code=name,
                              detail=f"Version is UNIMPLEMENTED: {details}")
+    if code == grpc.StatusCode.UNIMPLEMENTED and operation == "get_container_events":
+        return EventsUnsupported(endpoint=endpoint, operation=operation, code=name, detail=details)
     if code == grpc.StatusCode.NOT_FOUND:
         return CriNotFound(endpoint=endpoint, operation=operation, code=name, detail=details)
     return CriCallError(endpoint=endpoint, operation=operation, code=name, detail=details)

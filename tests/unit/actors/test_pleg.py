@@ -1,12 +1,23 @@
-"""The PLEG's diff between two relists: which events each change produces."""
+"""The PLEG: which events a relist diff and a runtime container event produce, and when it
+relists with and without the runtime's events (a fake runtime and a mock clock)."""
 
 from __future__ import annotations
 
-import pytest
+import logging
 
-from pykubelet.actors.pleg import diff
+import pytest
+import trio
+from cri_api.v1 import api_pb2
+from prometheus_client import CollectorRegistry
+
+from pykubelet.actors.health import HealthBoard
+from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, diff, event_to_pleg_events, pleg_actor
+from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod_updates import PlegEvent
+from pykubelet.ports.cri import CriCallError, EventsUnsupported, RuntimeVersion
 from pykubelet.ports.cri.pods import Relist, RelistedContainer, RelistedSandbox
+from pykubelet.supervisor import ChildSpec
+from tests.support.actors import Inbox, running
 
 
 def relist(containers: dict[str, str], sandboxes: dict[str, bool] | None = None) -> Relist:
@@ -47,3 +58,218 @@ def test_container_changes_become_events(before, after, expected):
 def test_sandbox_changes_become_events(before, after, expected):
     events = diff(relist({}, before), relist({}, after))
     assert [(e.type, e.container_id) for e in events] == expected
+
+
+# -- the runtime's container events ----------------------------------------------------
+
+MANAGED = {"io.pykubelet.managed": "true", "io.kubernetes.pod.uid": "u", "io.kubernetes.container.name": "main"}
+UNMANAGED = {"io.kubernetes.pod.uid": "u", "io.kubernetes.container.name": "main"}
+
+CREATED = api_pb2.CONTAINER_CREATED_EVENT
+STARTED = api_pb2.CONTAINER_STARTED_EVENT
+STOPPED = api_pb2.CONTAINER_STOPPED_EVENT
+DELETED = api_pb2.CONTAINER_DELETED_EVENT
+
+
+def container_event(
+    kind: int, cid: str = "c1", labels: dict[str, str] | None = MANAGED
+) -> api_pb2.ContainerEventResponse:
+    """As the runtimes send it: the sandbox's status and its containers' statuses, in which
+    a deleted container no longer appears."""
+    statuses = [] if kind == DELETED or labels is None else [
+        api_pb2.ContainerStatus(id=cid, metadata=api_pb2.ContainerMetadata(name="main"), labels=labels)
+    ]
+    return api_pb2.ContainerEventResponse(
+        container_id=cid, container_event_type=kind, created_at=1,
+        pod_sandbox_status=sandbox_status("s1", labels or {}), containers_statuses=statuses,
+    )
+
+
+def sandbox_status(sid: str, labels: dict[str, str], ready: bool = True) -> api_pb2.PodSandboxStatus:
+    return api_pb2.PodSandboxStatus(
+        id=sid, metadata=api_pb2.PodSandboxMetadata(name="p", namespace="ns", uid="u"), labels=labels,
+        state=api_pb2.SANDBOX_READY if ready else api_pb2.SANDBOX_NOTREADY,
+    )
+
+
+def sandbox_event(kind: int, sid: str = "s1", labels: dict[str, str] = MANAGED, ready: bool = True):
+    # A deleted sandbox has no status any more (containerd sends none).
+    status = None if kind == DELETED else sandbox_status(sid, labels, ready)
+    return api_pb2.ContainerEventResponse(container_id=sid, container_event_type=kind, pod_sandbox_status=status)
+
+
+@pytest.mark.parametrize(
+    "before, kind, expected",
+    [
+        (None, CREATED, [("ContainerChanged", "c1")]),
+        ({"c1": "created"}, STARTED, [("ContainerStarted", "c1")]),
+        (None, STARTED, [("ContainerStarted", "c1")]),
+        ({"c1": "running"}, STOPPED, [("ContainerDied", "c1")]),
+        ({"c1": "exited"}, DELETED, [("ContainerRemoved", "c1")]),
+        # A running container deleted: died and removed, as a relist reports it.
+        ({"c1": "running"}, DELETED, [("ContainerDied", "c1"), ("ContainerRemoved", "c1")]),
+        # Already seen (by a relist or an earlier event): nothing new.
+        ({"c1": "running"}, STARTED, []),
+        ({"c1": "exited"}, STOPPED, []),
+        # Deleted before anything told us of it: there is nothing to report.
+        ({}, DELETED, []),
+    ],
+)
+def test_container_event_becomes_pleg_event(before, kind, expected):
+    view = relist(before) if before is not None else None
+    _, events = event_to_pleg_events(view, container_event(kind))
+    assert [(e.type, e.container_id) for e in events] == expected
+    assert all(e.pod_uid == "u" for e in events)
+
+
+@pytest.mark.parametrize("kind", [CREATED, STARTED, STOPPED])
+def test_events_of_unmanaged_containers_are_ignored(kind):
+    view = relist({"c2": "running"})
+    after, events = event_to_pleg_events(view, container_event(kind, labels=UNMANAGED))
+    assert events == [] and after is view
+
+
+def test_event_without_the_containers_status_is_left_to_the_relist():
+    after, events = event_to_pleg_events(None, container_event(STARTED, labels=None))
+    assert events == [] and after is None
+
+
+def test_relist_after_an_event_does_not_report_the_same_transition():
+    view, events = event_to_pleg_events(relist({"c1": "running"}), container_event(STOPPED))
+    assert [e.type for e in events] == ["ContainerDied"]
+    assert diff(view, relist({"c1": "exited"})) == []
+
+
+def test_event_keeps_the_containers_name_and_pod():
+    view, _ = event_to_pleg_events(None, container_event(STARTED))
+    assert view.containers == [RelistedContainer(id="c1", pod_uid="u", name="main", state="running")]
+    assert view.pod_uids() == {"u"}
+
+
+@pytest.mark.parametrize(
+    "before, event, expected",
+    [
+        ({"s1": True}, sandbox_event(STOPPED), [("SandboxChanged", "s1")]),
+        ({"s1": True}, sandbox_event(DELETED), [("SandboxChanged", "s1")]),
+        ({"s1": False}, sandbox_event(STOPPED), []),
+        ({}, sandbox_event(CREATED), []),  # a new sandbox: the relist reports none either
+        ({}, sandbox_event(DELETED), []),
+        ({}, sandbox_event(CREATED, labels=UNMANAGED), []),
+    ],
+)
+def test_sandbox_events_become_sandbox_changed(before, event, expected):
+    _, events = event_to_pleg_events(relist({}, before), event)
+    assert [(e.type, e.container_id) for e in events] == expected
+
+
+def test_new_sandbox_from_an_event_is_in_the_view_for_housekeeping():
+    view, _ = event_to_pleg_events(None, sandbox_event(CREATED))
+    assert view.sandboxes == [RelistedSandbox(id="s1", pod_uid="u", name="p", namespace="ns", ready=True)]
+    view, _ = event_to_pleg_events(relist({}), sandbox_event(CREATED, labels=UNMANAGED))
+    assert view.sandboxes == []
+
+
+# -- the actor: events first, the relist as the safety net ------------------------------
+
+
+class FakeRuntime:
+    """The CRI calls the PLEG makes; the event stream is fed by the test. For unit tests of
+    the actor's timing only: tests/integration/test_pleg_events.py runs the real thing."""
+
+    def __init__(self, events: bool = True) -> None:
+        self.events_supported = events
+        self.containers: dict[str, str] = {}
+        self.relists: list[float] = []
+        self.subscriptions: list[float] = []
+        self.stream: trio.MemorySendChannel | None = None
+        self.stream_open = trio.Event()
+
+    async def list_pod_sandbox(self, filter=None):
+        self.relists.append(trio.current_time())
+        return []
+
+    async def list_containers(self, filter=None):
+        return [
+            api_pb2.Container(id=cid, state=state, labels=MANAGED) for cid, state in self.containers.items()
+        ]
+
+    async def container_events(self):
+        self.subscriptions.append(trio.current_time())
+        if not self.events_supported:
+            raise EventsUnsupported(endpoint="unix:///fake.sock", operation="get_container_events",
+                                    code="UNIMPLEMENTED", detail="method GetContainerEvents not implemented")
+        self.stream, receive = trio.open_memory_channel(16)
+        self.stream_open.set()
+        async with receive:
+            async for item in receive:
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+
+    async def emit(self, kind: int, cid: str = "c1") -> None:
+        self.containers[cid] = {STARTED: api_pb2.CONTAINER_RUNNING, STOPPED: api_pb2.CONTAINER_EXITED,
+                                CREATED: api_pb2.CONTAINER_CREATED}[kind]
+        await self.stream.send(container_event(kind, cid))
+
+    async def break_stream(self) -> None:
+        self.stream_open = trio.Event()
+        await self.stream.send(CriCallError(endpoint="unix:///fake.sock", operation="get_container_events",
+                                            code="UNAVAILABLE", detail="connection reset"))
+
+
+def pleg_tree(fake: FakeRuntime, inbox: Inbox):
+    handle = RuntimeHandle("unix:///fake.sock")
+    handle.attach(fake, RuntimeVersion("fake", "1", "v1", "0.1.0"))
+    pleg = pleg_actor(PlegSettings(send_to="root/inbox"), runtime=handle, health=HealthBoard(),
+                      metrics=PlegMetrics(CollectorRegistry()), cache=RuntimePods())
+    return running(inbox.spec("inbox"), ChildSpec("pleg", pleg))
+
+
+def gaps(times: list[float]) -> list[float]:
+    return [round(b - a, 3) for a, b in zip(times, times[1:])]
+
+
+async def test_without_runtime_events_it_relists_every_second_and_asks_once(autojump_clock, caplog):
+    fake, inbox = FakeRuntime(events=False), Inbox()
+    caplog.set_level(logging.INFO, "pykubelet.pleg")
+    async with pleg_tree(fake, inbox):
+        await trio.sleep(30.5)
+    assert len(fake.subscriptions) == 1
+    assert set(gaps(fake.relists)) == {1.0}
+    assert [r.getMessage() for r in caplog.records if "container events" in r.getMessage()] == [
+        "runtime offers no container events; relisting every 1s"
+    ]
+
+
+async def test_an_event_reaches_the_sync_loop_at_once_and_the_relist_slows_down(autojump_clock):
+    fake, inbox = FakeRuntime(), Inbox()
+    async with pleg_tree(fake, inbox):
+        await fake.stream_open.wait()
+        await trio.sleep(0.5)
+        emitted = trio.current_time()
+        await fake.emit(STARTED)
+        await trio.sleep(0.01)
+        assert [(m.type, m.container_id) for m in inbox.messages] == [("ContainerStarted", "c1")]
+        assert inbox.times == [emitted]
+        await trio.sleep(40)
+        # One fast relist after subscribing catches what came before it; then every 10s.
+        assert gaps(fake.relists)[:1] == [1.0] and set(gaps(fake.relists)[1:]) == {10.0}
+        assert len(inbox.messages) == 1, "the relist must not report the transition again"
+
+
+async def test_a_broken_stream_brings_the_fast_relist_back_at_once_and_resubscribes(autojump_clock):
+    fake, inbox = FakeRuntime(), Inbox()
+    async with pleg_tree(fake, inbox):
+        await fake.stream_open.wait()
+        await trio.sleep(15)
+        fake.containers["c1"] = api_pb2.CONTAINER_EXITED  # a change whose event is lost
+        broken = trio.current_time()
+        await fake.break_stream()
+        await trio.sleep(0.01)
+        assert fake.relists[-1] == broken, "relist at once: the stream may have lost events"
+        assert [(m.type, m.container_id) for m in inbox.messages] == [("ContainerDied", "c1")]
+        await fake.stream_open.wait()
+        assert fake.subscriptions[-1] == broken + 0.5  # the first back-off
+        relists = len(fake.relists)
+        await trio.sleep(3)
+        assert len(fake.relists) - relists == 1, "fast for one period after subscribing, then slow"
