@@ -81,6 +81,9 @@ class MirrorPods:
         self.node_name = node_name
         self.registered_node_uid = registered_node_uid
         self.complaints = _Complaints()
+        # How many mirror pods the last list found (None: not listed yet). With no static
+        # pod and no mirror pod there is nothing to reconcile: no list every period.
+        self.mirrors_found: int | None = None
 
     def static_set(self) -> dict[str, str | None]:
         """What a round depends on from the board: full name -> config.hash."""
@@ -89,6 +92,8 @@ class MirrorPods:
 
     async def sync(self) -> list[MirrorAction]:
         static = static_pods_by_full_name(self.statuses.pods())
+        if not static and self.mirrors_found == 0:
+            return []
         try:
             items, _ = await self.client.list(PODS_PATH, {"fieldSelector": f"spec.nodeName={self.node_name}"})
         except ApiError as exc:
@@ -97,9 +102,13 @@ class MirrorPods:
         self.complaints.ok("", "listing mirror pods")
         uid = self.registered_node_uid()
         node = MirrorNode(self.node_name, uid) if uid else None
-        actions = mirror_actions(static, mirror_pods_by_full_name(items, self.node_name), node)
+        mirror_pods = mirror_pods_by_full_name(items, self.node_name)
+        self.mirrors_found = len(mirror_pods)
+        actions = mirror_actions(static, mirror_pods, node)
         for action in actions:
             await self._do(action)
+        if actions:
+            self.mirrors_found = None  # what the API holds now: known at the next list
         return actions
 
     async def _do(self, action: MirrorAction) -> None:

@@ -149,3 +149,10 @@ async def test_api_errors_are_logged_once_and_retried_each_period(autojump_clock
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "listing mirror pods" in warnings[0].getMessage()
     assert any("succeeds again" in r.getMessage() for r in caplog.records)
+
+
+async def test_with_no_static_pod_and_no_mirror_pod_nothing_is_listed_after_the_first_round(autojump_clock):
+    h = Harness()
+    async with running(h.spec):
+        await trio.sleep(35)
+        assert h.api.verbs() == ["LIST"]  # a node running only API pods costs no list per period
