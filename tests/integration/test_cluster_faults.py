@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.integration.test_cluster_node import LEASES, api_pod, node_daemon  # noqa: F401 (fixture)
+from tests.integration.test_cluster_node import LEASES, api_pod
 from tests.support.containerd import BUSYBOX_IMAGE
 from tests.support.pods import TRAPPING_LOOP
 

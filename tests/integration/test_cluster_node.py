@@ -12,27 +12,6 @@ from tests.support.daemon import DaemonProcess
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
 
-@pytest.fixture
-def node_daemon(tmp_path, apiserver, containerd):
-    config = tmp_path / "kubelet.yaml"
-    config.write_text(
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-        "nodeStatusUpdateFrequency: 1s\nnodeStatusReportFrequency: 5m\n"
-        "nodeLeaseDurationSeconds: 8\n"  # renewed every 2s
-        f"podLogsDir: {tmp_path / 'pod-logs'}\n"
-    )
-    daemon = DaemonProcess(
-        tmp_path / "root",
-        f"--config={config}",
-        f"--kubeconfig={apiserver.kubeconfig('system:node:node1')}",
-        f"--container-runtime-endpoint={containerd.endpoint}",
-        "--hostname-override=node1",
-        "--node-ip=127.0.0.1",
-    ).start()
-    yield daemon
-    daemon.stop()
-
-
 def ready_condition(apiserver) -> dict:
     answer = apiserver.admin.get("/api/v1/nodes/node1")
     if answer.status_code != 200:

@@ -8,7 +8,6 @@ import signal
 
 import pytest
 
-from tests.integration.test_static_pods import manifests, start_daemon  # noqa: F401 (fixtures)
 from tests.support.pods import container, container_status, phase, pod_manifest, pods, wait_for_pod, write_manifest
 
 RECORDING_TERM = ["sh", "-c", "trap 'echo TERM >> /hook/order; exit 0' TERM; while true; do sleep 0.1; done"]

@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from tests.integration.test_static_pods import manifests, start_daemon  # noqa: F401 (fixtures)
 from tests.support.daemon import free_port
 from tests.support.pods import container, container_status, phase, pod_manifest, pods, wait_for_pod, write_manifest
 

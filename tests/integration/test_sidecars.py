@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-from tests.integration.test_static_pods import manifests, start_daemon  # noqa: F401 (fixtures)
 from tests.support.pods import container, container_status, phase, pod_manifest, pods, wait_for_pod, write_manifest
 
 

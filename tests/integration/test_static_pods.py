@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import DaemonProcess
 from tests.support.pods import (
     IGNORING_TERM,
     TRAPPING_LOOP,
@@ -23,39 +22,6 @@ from tests.support.pods import (
     waiting_reason,
     write_manifest,
 )
-
-
-@pytest.fixture
-def manifests(tmp_path):
-    path = tmp_path / "manifests"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def start_daemon(tmp_path, manifests):
-    started: list[DaemonProcess] = []
-    config = tmp_path / "kubelet.yaml"
-    config.write_text(
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-        f"podLogsDir: {tmp_path / 'pod-logs'}\nfileCheckFrequency: 20s\n"
-    )
-
-    def start(endpoint: str, *extra: str, root_dir: Path | None = None) -> DaemonProcess:
-        daemon = DaemonProcess(
-            root_dir or tmp_path / "root",
-            f"--config={config}",
-            f"--container-runtime-endpoint={endpoint}",
-            f"--pod-manifest-path={manifests}",
-            "--hostname-override=node1",
-            *extra,
-        ).start()
-        started.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in started:
-        daemon.stop()
 
 
 def two_inits_two_containers() -> dict:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.test_static_pods import manifests, start_daemon  # noqa: F401 (fixtures)
 from tests.support.pods import container, container_status, phase, pod_manifest, wait_for_pod, write_manifest
 
 
