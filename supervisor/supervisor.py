@@ -9,6 +9,7 @@ in one loop that reads child exits and operator commands from one channel.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections import deque
@@ -260,19 +261,26 @@ class Supervisor:
         self, child: _Child, incarnation: _Incarnation, ctx: ActorContext, task_status
     ) -> None:
         error: BaseException | None = None
-        # Shielded: only this supervisor stops its children, one at a time, in order.
-        with trio.CancelScope(shield=True) as scope:
-            incarnation.scope = scope
-            child.record.mark_started()
-            task_status.started()
-            try:
-                await child.spec.start(ctx)
-            except Exception as exc:  # let it crash: the supervisor decides what follows
-                error = exc
-        if incarnation.injected is not None:
-            error = incarnation.injected
-        incarnation.done.set()
-        self._events_in.send_nowait(_Exited(child, incarnation, error))
+        try:
+            # Shielded: only this supervisor stops its children, one at a time, in order.
+            with trio.CancelScope(shield=True) as scope:
+                incarnation.scope = scope
+                child.record.mark_started()
+                task_status.started()
+                try:
+                    await child.spec.start(ctx)
+                # Let it crash: the supervisor decides what follows. asyncio's CancelledError
+                # (a BaseException) can leak out of the asyncio side of trio-asyncio: it is
+                # the actor's failure, not a cancellation of this scope.
+                except (Exception, asyncio.CancelledError) as exc:
+                    error = exc
+        finally:
+            # Whatever escaped, the incarnation is over: a supervisor stopping it must not
+            # wait forever.
+            if incarnation.injected is not None:
+                error = incarnation.injected
+            incarnation.done.set()
+            self._events_in.send_nowait(_Exited(child, incarnation, error))
 
     async def _stop(self, child: _Child) -> None:
         incarnation = child.incarnation

@@ -27,7 +27,9 @@ def pod_manifest(name: str, containers: list[dict], *, init: list[dict] | None =
 
 def write_manifest(directory: Path, manifest: dict) -> Path:
     path = directory / f"{manifest['metadata']['name']}.json"
-    tmp = path.with_suffix(".tmp")
+    # A dot file, as editors write them: the file source skips hidden files (as Go does),
+    # so it never sees half a manifest, nor the same pod under a second file name.
+    tmp = directory / f".{path.name}.tmp"
     tmp.write_text(json.dumps(manifest))
     tmp.rename(path)  # the source never sees half a file
     return path
