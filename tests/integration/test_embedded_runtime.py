@@ -483,3 +483,26 @@ async def test_runtime_sigterm_leaves_containers_running(
         os.kill(pid, signal.SIGKILL)  # it dies while the new runtime watches it
         status = await wait_for_state(cri, container_id, api_pb2.CONTAINER_EXITED, within=2)
         assert status.reason == "Unknown"
+
+
+def test_a_runtime_left_by_a_killed_test_process_is_swept_at_the_next_start():
+    import subprocess
+    import sys
+
+    from pykubelet.embedded_runtime import launcher
+    from tests.support.embedded import sweep_stale_instances
+
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time; from tests.support.embedded import EmbeddedRuntimeInstance as E; "
+         "i = E(); i.start(); print(i.root, flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )
+    try:
+        root = child.stdout.readline().strip()
+    finally:
+        child.kill()
+        child.wait()
+    assert launcher.runtime_pid(root) is not None  # the runtime outlives the killed test process
+    sweep_stale_instances()
+    assert launcher.runtime_pid(root) is None and not os.path.exists(root)

@@ -34,9 +34,13 @@ __all__ = ["EmbeddedRuntimeInstance", "embedded_runtime", "embedded_cri"]
 EMBEDDED_TEST_REQUEST_TIMEOUT = 10.0
 
 
+_DIR_PREFIX = "pykt-emb-"
+
+
 class EmbeddedRuntimeInstance:
-    def __init__(self) -> None:
-        self.root = tempfile.mkdtemp(prefix="pykt-emb-", dir="/tmp")
+    def __init__(self, root: str | None = None) -> None:
+        # The owner's pid in the name: a later run can tell a leftover of a killed one.
+        self.root = root or tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-", dir="/tmp")
         self.endpoint = launcher.endpoint(self.root)
         self.socket = launcher.socket_path(self.root)
         self.log = launcher.log_path(self.root)
@@ -102,8 +106,31 @@ def _processes_using(root: str) -> list[int]:
     return [g for g in groups if g != os.getpgid(0)]
 
 
+def sweep_stale_instances() -> None:
+    """End what test processes that died without their teardown (kill -9, a timeout) left:
+    the runtime and the containers under each root whose owner is gone."""
+    for base in Path("/tmp").glob(f"{_DIR_PREFIX}*"):
+        try:
+            owner = int(base.name[len(_DIR_PREFIX):].split("-")[0])
+        except ValueError:
+            continue
+        if owner != os.getpid() and not _pid_alive(owner):
+            EmbeddedRuntimeInstance(str(base)).cleanup()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @pytest.fixture
 def embedded_runtime() -> Iterator[EmbeddedRuntimeInstance]:
+    sweep_stale_instances()
     instance = EmbeddedRuntimeInstance()
     try:
         instance.start()
