@@ -3,7 +3,6 @@ script, addressed by its admin socket and healthz port, always ended at teardown
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess

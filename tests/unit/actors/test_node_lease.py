@@ -10,9 +10,10 @@ import logging
 import pytest
 import trio
 
+from tests.support.api_fakes import api_error
 from pykubelet.actors.node_lease import NodeLeaseSettings, node_lease_actor
 from pykubelet.pods.lease import lease_path, leases_path, micro_time
-from pykubelet.ports.apiserver.errors import error_from_status, unavailable
+from pykubelet.ports.apiserver.errors import unavailable
 from pykubelet.supervisor import ChildSpec
 from tests.support.actors import running
 
@@ -21,11 +22,6 @@ NAME = "node-a"
 PATH = lease_path(NAME)
 OWNER = {"apiVersion": "v1", "kind": "Node", "name": NAME, "uid": "uid-a"}
 
-
-def api_error(status: int, reason: str, message: str, *, method: str, path: str) -> BaseException:
-    """The error the API client raises for this answer (ports/apiserver maps it)."""
-    return error_from_status(status, {"kind": "Status", "reason": reason, "message": message},
-                             method=method, path=path)  # fmt: skip
 
 
 def wall(t: float) -> str:

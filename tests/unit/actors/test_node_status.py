@@ -10,6 +10,7 @@ import logging
 import pytest
 import trio
 
+from tests.support.api_fakes import api_error, apply_strategic_merge
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.node_status import (
     STRATEGIC_MERGE_PATCH,
@@ -22,11 +23,10 @@ from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.pods.node import NodeFacts
 from pykubelet.pods.status import rfc3339
 from pykubelet.ports.apiserver.client import PATCH_CONTENT_TYPES
-from pykubelet.ports.apiserver.errors import error_from_status, unavailable
+from pykubelet.ports.apiserver.errors import unavailable
 from pykubelet.ports.cri import RuntimeCondition, RuntimeStatus, RuntimeVersion
 from pykubelet.supervisor import ChildSpec
 from tests.support.actors import running
-from tests.unit.pods.test_node import apply_strategic_merge
 
 WALL_START = 1_795_000_000.0
 NAME = "node-a"
@@ -38,11 +38,6 @@ FACTS = NodeFacts(
 )  # fmt: skip
 RUNTIME_DOWN = "CRI status: no CRI runtime answers at unix:///fake.sock: connection refused"
 
-
-def api_error(status: int, reason: str, message: str, *, method: str, path: str) -> BaseException:
-    """The error the API client raises for this answer (ports/apiserver maps it)."""
-    return error_from_status(status, {"kind": "Status", "reason": reason, "message": message},
-                             method=method, path=path)  # fmt: skip
 
 
 def wall(t: float) -> str:

@@ -14,6 +14,7 @@ import msgspec
 import pytest
 import trio
 
+from tests.support.api_fakes import api_error
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.status_manager import (
     PodStatusChanged,
@@ -32,7 +33,7 @@ from pykubelet.messages.pod import (
     PodSpec,
     PodStatus,
 )
-from pykubelet.ports.apiserver import error_from_status, unavailable
+from pykubelet.ports.apiserver import unavailable
 from pykubelet.supervisor import ChildSpec, MailboxSpec
 from tests.support.actors import running
 from tests.support.apiserver import patch as smp
@@ -41,9 +42,6 @@ from tests.support.apiserver import schema
 NS = "default"
 DELETING = "2026-01-01T00:00:30Z"
 
-
-def api_error(status: int, reason: str, message: str, *, method: str, path: str) -> BaseException:
-    return error_from_status(status, {"kind": "Status", "reason": reason, "message": message}, method=method, path=path)
 
 
 class FakeStatusApi:
