@@ -32,8 +32,9 @@ In each window, from this process, nothing is asked of the daemon (only /proc re
   same HTTP GET as the readiness probe (httpx, one client, a new connection per request as
   the probe's `Connection: close` asks, the probe's headers) and the same ExecSync as the
   liveness probe (CriClient.exec_sync on the same container, same command, timeout 1 s);
-  plus, as a diagnostic, the daemon's own httpGet handler (ports.probers.probe_http, a new
-  httpx.AsyncClient per probe) called in this process, off the daemon's event loop.
+  plus, as a diagnostic, the daemon's own httpGet handler (ports.probers.probe_http, one
+  GET on a connection of its own, ports/http_get.py) called in this process, off the
+  daemon's event loop.
 The direct calls are made in the baseline window too, so both windows carry the same
 outside load and the direct figures show what the probes' load does to the runtime.
 
@@ -403,7 +404,7 @@ def report(pods: int, base: Window, probed: Window, ready_seconds: float, after:
         print(f"  target probe p99 <= 1.5x direct: {ratio(p99, b99):.2f}x, {met(ratio(p99, b99) <= 1.5)}")
     handler50, handler99 = p50_p99(probed.handler)
     d50, d99 = p50_p99(probed.http)
-    print(f"diagnostic: the daemon's httpGet handler (ports.probers.probe_http: a new httpx.AsyncClient per probe) "
+    print(f"diagnostic: the daemon's httpGet handler (ports.probers.probe_http) "
           f"in this process: p50 {milli(handler50).strip()}, p99 {milli(handler99).strip()} = "
           f"{ratio(handler50, d50):.2f}x / {ratio(handler99, d99):.2f}x the direct GET")
     cri_mean, cri_count = cri_exec_mean(probed)

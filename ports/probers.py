@@ -10,10 +10,11 @@ that is not an IP literal is "unknown" with a message saying so.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import os
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import grpc
 import httpx
@@ -24,6 +25,7 @@ from pykubelet.messages.pod import Container, ExecAction, GRPCAction, HTTPGetAct
 from pykubelet.messages.probes import ProbeOutcome
 from pykubelet.pods.probes import InvalidProbe, ResolvedProbe, resolve_port
 from pykubelet.ports.cri import CommandTimedOut, CriClient, CriError
+from pykubelet.ports.http_get import HttpAnswer, HttpGetError, http_get
 
 ProbeAnswer = tuple[ProbeOutcome, str]
 
@@ -76,6 +78,7 @@ async def probe_exec(cri: CriClient, container_id: str, command: Sequence[str], 
 # -- httpGet -----------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)  # a probe asks for the same URL every period
 def http_url(scheme: str, host: str, port: int, path: str) -> httpx.URL:
     """Go's formatURL: the path may carry a query; IPv6 hosts are bracketed."""
     path = path or "/"
@@ -98,114 +101,58 @@ def http_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
+# GET a URL with exactly these headers: the answer, or HttpGetError. The real one is
+# ports.http_get.http_get; tests give probe_http a fake.
+Fetch = Callable[[httpx.URL, tuple[tuple[str, str], ...], int], Awaitable[HttpAnswer]]
+
+REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})  # the ones Go's http.Client follows
+
+
 async def probe_http(
     url: httpx.URL,
     headers: Sequence[tuple[str, str]] = (),
     timeout: float = 1.0,
     *,
-    transport: httpx.AsyncBaseTransport | None = None,
+    fetch: Fetch = http_get,
 ) -> ProbeAnswer:
     """GET the URL: 200-399 success, else failure. Redirects to the same host are followed
     (the 10th redirect fails the probe); one to another host is not, and its 3xx counts as a
     success with a warning, as Go's probe does."""
     if ip_literal(url.host) is None:
         return _not_an_ip(f'Get "{url}"', url.host)
+    request_headers = tuple(http_headers(headers))
     with trio.move_on_after(timeout):
-        try:
-            return await _http_get(url, http_headers(headers), transport)
-        except httpx.HTTPError as error:
-            return "failure", f'Get "{_request_url(error, url)}": {_describe(error)}'
-    return "failure", f'Get "{url}": no answer within the {timeout:g}s timeout (Client.Timeout exceeded)'
-
-
-# One client per trio run for every httpGet probe: building one per probe (its TLS
-# context above all) cost about a third of a core at 110 probes a second. No keep-alive,
-# as the Go prober: each probe opens its own connection.
-_HTTP_CLIENT: trio.lowlevel.RunVar[httpx.AsyncClient] = trio.lowlevel.RunVar("probe_http_client")
-
-
-def _shared_client() -> httpx.AsyncClient:
-    try:
-        return _HTTP_CLIENT.get()
-    except LookupError:
-        client = httpx.AsyncClient(
-            verify=False, trust_env=False, follow_redirects=False, timeout=None,
-            limits=httpx.Limits(max_keepalive_connections=0),
-        )
-        _HTTP_CLIENT.set(client)
-        return client
-
-
-async def _http_get(
-    url: httpx.URL, headers: list[tuple[str, str]], transport: httpx.AsyncBaseTransport | None
-) -> ProbeAnswer:
-    if transport is not None:  # tests swap the transport: a client of their own
-        async with httpx.AsyncClient(
-            verify=False, trust_env=False, follow_redirects=False, timeout=None, transport=transport
-        ) as client:
-            return await _get_following_same_host_redirects(client, url, headers)
-    return await _get_following_same_host_redirects(_shared_client(), url, headers)
-
-
-async def _get_following_same_host_redirects(
-    client: httpx.AsyncClient, url: httpx.URL, headers: list[tuple[str, str]]
-) -> ProbeAnswer:
-    first_host = url.host
-    for requests in range(1, MAX_REDIRECTS + 1):
-        request = httpx.Request("GET", url, headers=headers)
-        response = await client.send(request, stream=True)
-        try:
-            if response.has_redirect_location:
-                target = response.url.join(response.headers["Location"])
+        first_host = url.host
+        for requests in range(1, MAX_REDIRECTS + 1):
+            try:
+                answer = await fetch(url, request_headers, MAX_OUTPUT)
+            except HttpGetError as error:
+                return "failure", f'Get "{url}": {error}'
+            if answer.status in REDIRECT_CODES and answer.location:
+                try:
+                    target = url.join(answer.location)
+                except httpx.InvalidURL as error:
+                    return "failure", f'Get "{url}": bad redirect location {answer.location!r}: {error}'
                 if target.host == first_host:
                     if requests == MAX_REDIRECTS:
                         return "failure", f'Get "{target}": stopped after {MAX_REDIRECTS} redirects'
                     url = target
                     continue
-            body = await _read_some(response)
-        finally:
-            await response.aclose()
-        return _judge(response, body)
-    raise AssertionError("unreachable")
+            return _judge(answer)
+    return "failure", f'Get "{url}": no answer within the {timeout:g}s timeout (Client.Timeout exceeded)'
 
 
-def _judge(response: httpx.Response, body: str) -> ProbeAnswer:
-    code = response.status_code
+def _judge(answer: HttpAnswer) -> ProbeAnswer:
+    code = answer.status
     if 200 <= code < 300:
         return "success", ""
     if 300 <= code < 400:
-        location = response.headers.get("Location", "")
-        where = f" to {location}" if location else ""
+        where = f" to {answer.location}" if answer.location else ""
+        body = answer.body[:MAX_OUTPUT].decode(errors="replace")
         return "success", f"Probe terminated redirects ({code}{where}), Response body: {body}"
     # The body stays out of a failure message: it may carry what an operator must not see
     # in events (Go, kubernetes#99425).
     return "failure", f"HTTP probe failed with statuscode: {code}"
-
-
-async def _read_some(response: httpx.Response) -> str:
-    try:
-        body = bytearray(response.content)  # already read (a transport that answers in memory)
-    except httpx.ResponseNotRead:
-        body = bytearray()
-        async for chunk in response.aiter_raw():
-            body += chunk
-            if len(body) >= MAX_OUTPUT:
-                break
-    return bytes(body[:MAX_OUTPUT]).decode(errors="replace")
-
-
-def _request_url(error: httpx.HTTPError, default: httpx.URL) -> httpx.URL:
-    """The URL the failed request went to (after redirects), else the probe's."""
-    try:
-        return error.request.url
-    except RuntimeError:  # httpx: the error carries no request
-        return default
-
-
-def _describe(error: httpx.HTTPError) -> str:
-    if isinstance(error, httpx.ConnectError) and (found := _first_strerror(error.__cause__)):
-        return f"connect: {found.lower()}"
-    return str(error) or type(error).__name__
 
 
 # -- tcpSocket ---------------------------------------------------------------------------------

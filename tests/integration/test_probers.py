@@ -124,7 +124,7 @@ async def test_http_sends_kube_probe_user_agent_and_the_probes_headers(http_port
 async def test_http_nothing_listening_is_failure():
     port = _closed_port()
     outcome, message = await probe_http(url(port, "/"), timeout=1)
-    assert (outcome, message) == ("failure", f'Get "http://127.0.0.1:{port}/": connect: connection refused')
+    assert (outcome, message) == ("failure", f'Get "http://127.0.0.1:{port}/": dial tcp 127.0.0.1:{port}: connect: connection refused')
 
 
 async def test_http_get_action_through_run_probe_with_a_named_port(http_port):

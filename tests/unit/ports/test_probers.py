@@ -1,4 +1,4 @@
-"""The probe handlers without peers: URL and headers, redirects over a mock transport, the
+"""The probe handlers without peers: URL and headers, redirects over a fake fetch, the
 hand-built health messages, exec outcomes from a fake CRI client, host names refused.
 (tests/integration/test_probers.py runs each against a real peer.)"""
 
@@ -7,12 +7,15 @@ from __future__ import annotations
 import httpx
 import msgspec
 import pytest
+import trio
 
 from pykubelet.messages.pod import Container, Probe
 from pykubelet.pods.probes import resolve_probe
 from pykubelet.ports.cri import CommandTimedOut, CriCallError, ExecSyncResult, RuntimeUnavailable
+from pykubelet.ports.http_get import HttpAnswer, HttpGetError
 from pykubelet.ports.probers import (
     USER_AGENT,
+    Fetch,
     decode_health_response,
     encode_health_request,
     http_headers,
@@ -63,68 +66,83 @@ def test_only_ip_literals_are_hosts(host, ip):
     assert ip_literal(host) == ip
 
 
-# -- httpGet over a mock transport -------------------------------------------------------------
+# -- httpGet over a fake fetch ------------------------------------------------------------------
 
 
-def transport(routes: dict[str, httpx.Response | tuple[int, str]]) -> tuple[httpx.MockTransport, list[httpx.Request]]:
-    seen: list[httpx.Request] = []
+def fetcher(routes: dict[str, tuple[int, str] | tuple[int, str, bytes]]) -> tuple[Fetch, list[tuple[httpx.URL, dict[str, str]]]]:
+    """A fake of ports.http_get.http_get answering by "host:port/path"; what it was asked."""
+    seen: list[tuple[httpx.URL, dict[str, str]]] = []
 
-    def handle(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        answer = routes.get(f"{request.url.host}:{request.url.port or 80}{request.url.path}", (404, ""))
-        if isinstance(answer, httpx.Response):
-            return answer
-        code, location = answer
-        return httpx.Response(code, headers={"Location": location} if location else {}, text="body")
+    async def fetch(url: httpx.URL, headers: tuple[tuple[str, str], ...], max_body: int) -> HttpAnswer:
+        seen.append((url, {name.lower(): value for name, value in headers}))
+        code, location, *body = routes.get(f"{url.host}:{url.port or 80}{url.path}", (404, ""))
+        return HttpAnswer(code, location, (body[0] if body else b"body")[:max_body] if 300 <= code < 400 else b"")
 
-    return httpx.MockTransport(handle), seen
+    return fetch, seen
 
 
 async def test_2xx_is_success_and_the_request_carries_kube_probe_headers():
-    mock, seen = transport({"10.1.1.1:8080/healthz": (204, "")})
-    outcome = await probe_http(httpx.URL("http://10.1.1.1:8080/healthz"), [("X-Probe", "yes")], 1, transport=mock)
+    fetch, seen = fetcher({"10.1.1.1:8080/healthz": (204, "")})
+    outcome = await probe_http(httpx.URL("http://10.1.1.1:8080/healthz"), [("X-Probe", "yes")], 1, fetch=fetch)
     assert outcome == ("success", "")
-    assert seen[0].headers["user-agent"] == USER_AGENT and seen[0].headers["x-probe"] == "yes"
-    assert "accept-encoding" not in seen[0].headers
+    headers = seen[0][1]
+    assert headers["user-agent"] == USER_AGENT and headers["x-probe"] == "yes"
+    assert headers["connection"] == "close" and "accept-encoding" not in headers
 
 
 async def test_4xx_and_5xx_are_failures_that_do_not_show_the_body():
-    mock, _ = transport({"10.1.1.1:8080/a": httpx.Response(500, text="secret")})
-    outcome, message = await probe_http(httpx.URL("http://10.1.1.1:8080/a"), transport=mock)
+    fetch, _ = fetcher({"10.1.1.1:8080/a": (500, "", b"secret")})
+    outcome, message = await probe_http(httpx.URL("http://10.1.1.1:8080/a"), fetch=fetch)
     assert (outcome, message) == ("failure", "HTTP probe failed with statuscode: 500")
 
 
 async def test_redirects_to_the_same_host_are_followed_even_to_another_port():
-    mock, seen = transport({"10.1.1.1:8080/a": (301, "/b"), "10.1.1.1:8080/b": (302, "http://10.1.1.1:8081/c"),
-                            "10.1.1.1:8081/c": (200, "")})
-    assert await probe_http(httpx.URL("http://10.1.1.1:8080/a"), transport=mock) == ("success", "")
-    assert [str(r.url) for r in seen] == ["http://10.1.1.1:8080/a", "http://10.1.1.1:8080/b", "http://10.1.1.1:8081/c"]
+    fetch, seen = fetcher({"10.1.1.1:8080/a": (301, "/b"), "10.1.1.1:8080/b": (302, "http://10.1.1.1:8081/c"),
+                           "10.1.1.1:8081/c": (200, "")})
+    assert await probe_http(httpx.URL("http://10.1.1.1:8080/a"), fetch=fetch) == ("success", "")
+    assert [str(url) for url, _ in seen] == ["http://10.1.1.1:8080/a", "http://10.1.1.1:8080/b", "http://10.1.1.1:8081/c"]
 
 
 async def test_a_redirect_to_another_host_is_a_success_with_a_warning_and_not_followed():
-    mock, seen = transport({"10.1.1.1:8080/a": (302, "http://10.9.9.9/elsewhere")})
-    outcome, message = await probe_http(httpx.URL("http://10.1.1.1:8080/a"), transport=mock)
+    fetch, seen = fetcher({"10.1.1.1:8080/a": (302, "http://10.9.9.9/elsewhere")})
+    outcome, message = await probe_http(httpx.URL("http://10.1.1.1:8080/a"), fetch=fetch)
     assert outcome == "success"
     assert message.startswith("Probe terminated redirects (302 to http://10.9.9.9/elsewhere)")
     assert len(seen) == 1
 
 
 async def test_the_tenth_redirect_fails_the_probe():
-    mock, seen = transport({f"10.1.1.1:8080/{i}": (302, f"/{i + 1}") for i in range(20)})
-    outcome, message = await probe_http(httpx.URL("http://10.1.1.1:8080/0"), transport=mock)
+    fetch, seen = fetcher({f"10.1.1.1:8080/{i}": (302, f"/{i + 1}") for i in range(20)})
+    outcome, message = await probe_http(httpx.URL("http://10.1.1.1:8080/0"), fetch=fetch)
     assert (outcome, message) == ("failure", 'Get "http://10.1.1.1:8080/10": stopped after 10 redirects')
     assert len(seen) == 10
 
 
 async def test_a_3xx_without_location_is_a_success_with_a_warning():
-    mock, _ = transport({"10.1.1.1:8080/a": (304, "")})
-    outcome, message = await probe_http(httpx.URL("http://10.1.1.1:8080/a"), transport=mock)
-    assert outcome == "success" and message.startswith("Probe terminated redirects (304)")
+    fetch, _ = fetcher({"10.1.1.1:8080/a": (304, "")})
+    outcome, message = await probe_http(httpx.URL("http://10.1.1.1:8080/a"), fetch=fetch)
+    assert (outcome, message) == ("success", "Probe terminated redirects (304), Response body: body")
+
+
+async def test_a_failed_get_is_a_failure_naming_the_url():
+    async def refused(url, headers, max_body):
+        raise HttpGetError("dial tcp 10.1.1.1:8080: connect: connection refused")
+
+    outcome = await probe_http(httpx.URL("http://10.1.1.1:8080/a"), fetch=refused)
+    assert outcome == ("failure", 'Get "http://10.1.1.1:8080/a": dial tcp 10.1.1.1:8080: connect: connection refused')
+
+
+async def test_a_get_past_the_timeout_is_a_failure(autojump_clock):
+    async def hangs(url, headers, max_body):
+        await trio.sleep_forever()
+
+    outcome = await probe_http(httpx.URL("http://10.1.1.1:8080/a"), timeout=2, fetch=hangs)
+    assert outcome == ("failure", 'Get "http://10.1.1.1:8080/a": no answer within the 2s timeout (Client.Timeout exceeded)')
 
 
 async def test_a_host_name_is_never_resolved():
-    mock, seen = transport({})
-    outcome, message = await probe_http(httpx.URL("http://example.com:80/"), transport=mock)
+    fetch, seen = fetcher({})
+    outcome, message = await probe_http(httpx.URL("http://example.com:80/"), fetch=fetch)
     assert outcome == "unknown" and "not an IP address" in message and not seen
 
 
