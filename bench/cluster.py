@@ -40,6 +40,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -208,12 +209,19 @@ class PodWatch:
         self._client.close()
 
 
-def api_start(server: LocalApiServer, daemon: ClusterDaemon, count: int) -> tuple[float, float]:
-    """Seconds from the first POST until the watch has shown every pod Running, and the
-    seconds the POSTs themselves took."""
+@dataclass
+class ApiStart:
+    seconds: float  # first POST -> the watch has shown every pod Running
+    posted: float  # seconds the POSTs took
+    started_wall: float  # unix time of the first POST
+    done_wall: float  # unix time the watch showed the last pod Running
+
+
+def api_start(server: LocalApiServer, daemon: ClusterDaemon, count: int) -> ApiStart:
     watcher = PodWatch(server)
     try:
         wanted = names(count)
+        started_wall = time.time()
         started = time.perf_counter()
         for name in wanted:
             created = server.admin.post(PODS, json=bench_pod(name, NODE))
@@ -229,7 +237,8 @@ def api_start(server: LocalApiServer, daemon: ClusterDaemon, count: int) -> tupl
                 missing = len(set(wanted) - watcher.running.keys())
                 raise RuntimeError(f"{missing} API pods not Running after {TIMEOUT:g}s\n{daemon.log()[-4000:]}")
             time.sleep(0.01)
-        return max(watcher.running[name] for name in wanted) - started, posted
+        seconds = max(watcher.running[name] for name in wanted) - started
+        return ApiStart(seconds, posted, started_wall, started_wall + seconds)
     finally:
         watcher.close()
 
@@ -253,6 +262,35 @@ def sweep(containerd: PrivateContainerd) -> None:
 
 
 # -- report ----------------------------------------------------------------------------------
+
+
+def start_diagnostics(server: LocalApiServer, daemon: ClusterDaemon, start: ApiStart) -> None:
+    """Where the API start's time went: the kubelet's own view (its log) against the API's,
+    and the node's requests in the start window."""
+    running = [
+        float(e["ts"]) for e in daemon.log_events()
+        if e.get("msg") == "pod phase Running" and str(e.get("pod", "")).startswith("default/cluster-")
+    ]
+    added = [
+        float(e["ts"]) for e in daemon.log_events()
+        if e.get("msg") == "pod added from api" and str(e.get("pod", "")).startswith("default/cluster-")
+    ]
+    records = [r for r in server.requests(user=USER, since=start.started_wall) if r.time <= start.done_wall]
+    by_kind = Counter((r.verb, r.resource) for r in records)
+    print("  where the API start's time went (unix times from the first POST):")
+    if added:
+        print(f"    kubelet 'pod added from api': first {min(added) - start.started_wall:6.2f} s, "
+              f"last {max(added) - start.started_wall:6.2f} s")
+    if running:
+        print(f"    kubelet 'pod phase Running' (its /pods): first {min(running) - start.started_wall:6.2f} s, "
+              f"last {max(running) - start.started_wall:6.2f} s")
+    status_writes = sorted(r.time for r in records if r.resource == "pods/status" and r.verb == "patch")
+    if status_writes:
+        print(f"    pods/status patches: {len(status_writes)}, first {status_writes[0] - start.started_wall:6.2f} s, "
+              f"last {status_writes[-1] - start.started_wall:6.2f} s")
+    print(f"    API watch: all Running at {start.done_wall - start.started_wall:6.2f} s")
+    print("    the node's requests in the window: " + ", ".join(
+        f"{verb} {resource} {n}" for (verb, resource), n in sorted(by_kind.items(), key=lambda i: -i[1])))
 
 
 def report_start(count: int, static_seconds: float, api_seconds: float, posted: float) -> None:
@@ -308,9 +346,10 @@ def main() -> None:
         print(f"    {static_seconds:.2f} s; cleaned up", flush=True)
         print("1b. API pods on a cluster-mode daemon ...", flush=True)
         with cluster(containerd) as (server, daemon):
-            api_seconds, posted = api_start(server, daemon, args.pods)
-            print(f"    {api_seconds:.2f} s; cleaning up ...", flush=True)
-        report_start(args.pods, static_seconds, api_seconds, posted)
+            start = api_start(server, daemon, args.pods)
+            print(f"    {start.seconds:.2f} s; cleaning up ...", flush=True)
+            report_start(args.pods, static_seconds, start.seconds, start.posted)
+            start_diagnostics(server, daemon, start)
 
         print(f"\n2. steady state: fresh API server and daemon, {args.pods} API pods ...", flush=True)
         with cluster(containerd) as (server, daemon):

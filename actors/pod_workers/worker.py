@@ -34,7 +34,7 @@ from pykubelet.ports.cri import CriError, CriNotFound
 from pykubelet.ports.cri.pods import read_pod_status
 from pykubelet.supervisor import ActorContext, MailboxFull, Registry, UnknownAddress
 
-from pykubelet.actors.status_manager import PodTerminated
+from pykubelet.actors.status_manager import PodStatusChanged, PodTerminated
 
 from .deps import PodWorkerDeps
 from . import termination_message
@@ -306,6 +306,14 @@ class PodWorker:
         with contextlib.suppress(UnknownAddress, MailboxFull):
             self.registry.lookup(self.deps.probe_manager).send_nowait(targets)
 
+    def _tell_status_manager(self, message: PodStatusChanged) -> None:
+        """Cluster mode: the status manager writes a changed status at once rather than at
+        its next poll. A full mailbox loses nothing: the board holds the status."""
+        if self.registry is None or self.deps.status_manager not in self.registry:
+            return
+        with contextlib.suppress(UnknownAddress, MailboxFull):
+            self.registry.lookup(self.deps.status_manager).send_nowait(message)
+
     def _start_failed(self, pod: Pod, name: str, reason: str, exc: CriError, container_type: str) -> float:
         self.waiting[name] = (reason, str(exc))
         self.record(pod, name, "Warning", events.FAILED_TO_START_CONTAINER, f"Error: {exc}")
@@ -346,6 +354,8 @@ class PodWorker:
             started=deps.probe_results.started(self.uid, running),
         )
         deps.statuses.set(pod, status)
+        if status != previous:
+            self._tell_status_manager(PodStatusChanged(pod_uid=self.uid))
         if status.phase == "Running" and not self.running_reported:
             self.running_reported = True
             deps.metrics.pod_start_duration.observe(time.time() - self.first_seen)

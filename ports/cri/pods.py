@@ -7,7 +7,11 @@ pod worker reads one pod's full status (sandbox IPs, exit codes, times).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
 import msgspec
+import trio
 from cri_api.v1 import api_pb2
 
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus, SandboxRuntimeStatus
@@ -33,6 +37,7 @@ _CONTAINER_STATES = {
     api_pb2.CONTAINER_UNKNOWN: "unknown",
 }
 _MANAGED = {MANAGED_LABEL: "true"}
+T = TypeVar("T")
 
 
 class RelistedContainer(msgspec.Struct, frozen=True):
@@ -90,18 +95,25 @@ async def relist(cri: CriClient) -> Relist:
 
 
 async def read_pod_status(cri: CriClient, uid: str, name: str = "", namespace: str = "") -> PodRuntimeStatus:
-    """Everything the runtime holds for one pod, newest first."""
+    """Everything the runtime holds for one pod, newest first. The sandboxes and the
+    containers are read side by side, and each one's status call too: a pod worker waits
+    for this before and after every sync, so its latency is the pod's."""
     selector = {**_MANAGED, POD_UID_LABEL: uid}
     sandboxes: list[SandboxRuntimeStatus] = []
-    for sandbox in await cri.list_pod_sandbox(api_pb2.PodSandboxFilter(label_selector=selector)):
-        name = name or sandbox.labels.get(POD_NAME_LABEL, sandbox.metadata.name)
-        namespace = namespace or sandbox.labels.get(POD_NAMESPACE_LABEL, sandbox.metadata.namespace)
+    containers: list[ContainerRuntimeStatus] = []
+    names: list[tuple[str, str]] = []
+
+    async def read_sandbox(sandbox: api_pb2.PodSandbox) -> None:
+        names.append((
+            sandbox.labels.get(POD_NAME_LABEL, sandbox.metadata.name),
+            sandbox.labels.get(POD_NAMESPACE_LABEL, sandbox.metadata.namespace),
+        ))
         ip = ""
         if sandbox.state == api_pb2.SANDBOX_READY:
             try:
                 ip = (await cri.pod_sandbox_status(sandbox.id)).status.network.ip
             except CriNotFound:
-                continue  # removed meanwhile
+                return  # removed meanwhile
         sandboxes.append(
             SandboxRuntimeStatus(
                 id=sandbox.id,
@@ -111,16 +123,47 @@ async def read_pod_status(cri: CriClient, uid: str, name: str = "", namespace: s
                 ip=ip,
             )
         )
-    containers: list[ContainerRuntimeStatus] = []
-    for listed in await cri.list_containers(api_pb2.ContainerFilter(label_selector=selector)):
+
+    async def read_container(listed: api_pb2.Container) -> None:
         try:
             status = (await cri.container_status(listed.id)).status
         except CriNotFound:
-            continue
+            return  # removed meanwhile
         containers.append(container_runtime_status(status))
+
+    async def read_sandboxes() -> None:
+        listed = await cri.list_pod_sandbox(api_pb2.PodSandboxFilter(label_selector=selector))
+        await _each(read_sandbox, listed)
+
+    async def read_containers() -> None:
+        listed = await cri.list_containers(api_pb2.ContainerFilter(label_selector=selector))
+        await _each(read_container, listed)
+
+    await _each(lambda read: read(), [read_sandboxes, read_containers])
+    if names:
+        name, namespace = name or names[0][0], namespace or names[0][1]
     sandboxes.sort(key=lambda s: s.created_at, reverse=True)
     containers.sort(key=lambda c: c.created_at, reverse=True)
     return PodRuntimeStatus(uid=uid, name=name, namespace=namespace, sandboxes=sandboxes, containers=containers)
+
+
+async def _each(call: Callable[[T], Awaitable[None]], items: Sequence[T]) -> None:
+    """call(item) for every item side by side; the first error raised as itself (not in an
+    ExceptionGroup), so that callers catch CriError as from a single call."""
+    if len(items) == 1:
+        await call(items[0])
+        return
+    try:
+        async with trio.open_nursery() as nursery:
+            for item in items:
+                nursery.start_soon(call, item)
+    except BaseExceptionGroup as group:
+        raise _first_leaf(group) from None
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def container_runtime_status(status: api_pb2.ContainerStatus) -> ContainerRuntimeStatus:

@@ -18,6 +18,8 @@ from pykubelet.actors.pod_workers.worker import PodWorker
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod import Pod
 from pykubelet.messages.pod_updates import TerminatePod
+from pykubelet.actors.status_manager import PodStatusChanged
+from tests.support.actors import Inbox, running
 from pykubelet.pods.backoff import CrashLoopBackOff
 from pykubelet.ports.cri.pods import read_pod_status
 from tests.support.containerd import BUSYBOX_IMAGE
@@ -56,12 +58,10 @@ async def running_ids(worker: PodWorker, uid: str) -> dict[str, str]:
             await trio.sleep(0.2)
 
 
-@pytest.mark.containerd
-async def test_changed_image_recreates_only_that_container(cri, containerd, tmp_path):
-    containerd.ctr("images", "tag", "--force", BUSYBOX_IMAGE, OTHER_IMAGE)
+async def worker_deps(cri, containerd, tmp_path) -> PodWorkerDeps:
     handle = RuntimeHandle(containerd.endpoint)
     handle.attach(cri, await cri.version())
-    deps = PodWorkerDeps(
+    return PodWorkerDeps(
         runtime=handle,
         statuses=PodStatuses(),
         crash_backoff=CrashLoopBackOff(),
@@ -71,6 +71,12 @@ async def test_changed_image_recreates_only_that_container(cri, containerd, tmp_
         events=EventRecorder(CollectorRegistry()),
         probe_results=ProbeResults(),
     )
+
+
+@pytest.mark.containerd
+async def test_changed_image_recreates_only_that_container(cri, containerd, tmp_path):
+    containerd.ctr("images", "tag", "--force", BUSYBOX_IMAGE, OTHER_IMAGE)
+    deps = await worker_deps(cri, containerd, tmp_path)
     uid = str(uuid.uuid4())
     pod = running_pod(uid)
     worker = PodWorker(uid, pod, deps)
@@ -96,3 +102,24 @@ async def test_changed_image_recreates_only_that_container(cri, containerd, tmp_
     finally:
         await worker.terminate(TerminatePod(reason="test over"))
     assert (await read_pod_status(cri, uid)).containers == []
+
+
+@pytest.mark.containerd
+async def test_each_status_change_is_told_to_the_status_manager_at_once(cri, containerd, tmp_path):
+    deps = await worker_deps(cri, containerd, tmp_path)
+    uid = str(uuid.uuid4())
+    worker = PodWorker(uid, running_pod(uid), deps)
+    status_manager = Inbox()
+    async with running(status_manager.spec("status-manager")) as tree:
+        worker.registry = tree.registry
+        try:
+            await running_ids(worker, uid)
+            await trio.sleep(0.1)  # the inbox takes what was sent
+            told = status_manager.take()
+            # Pending before the work, then what the sync made of it: one message per change.
+            assert len(told) >= 2 and set(told) == {PodStatusChanged(pod_uid=uid)}
+            await worker.sync()  # nothing changed: nothing to tell
+            await trio.sleep(0.1)
+            assert status_manager.take() == []
+        finally:
+            await worker.terminate(TerminatePod(reason="test over"))

@@ -19,6 +19,7 @@ from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.status_manager import (
     PodStatusChanged,
     PodTerminated,
+    WRITERS,
     StatusManagerMessage,
     pod_path,
     status_manager_actor,
@@ -49,6 +50,8 @@ class FakeStatusApi:
     with DeleteOptions; every call recorded; failures injected per call."""
 
     def __init__(self) -> None:
+        self.latency = 0.0  # seconds each call takes (MockClock time)
+        self.in_flight = self.most_in_flight = 0
         self.pods: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[float, str, str, Any]] = []
         self.failures: list[BaseException] = []  # for the next calls, whatever their verb
@@ -65,6 +68,14 @@ class FakeStatusApi:
         }
         return self.pods[name]
 
+    async def _answer_after_latency(self) -> None:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await trio.sleep(self.latency)
+        finally:
+            self.in_flight -= 1
+
     def _call(self, verb: str, path: str, body: Any = None) -> str:
         self.calls.append((trio.current_time(), verb, path, copy.deepcopy(body)))
         if self.failures:
@@ -75,11 +86,11 @@ class FakeStatusApi:
         return name
 
     async def get(self, path: str) -> dict[str, Any]:
-        await trio.lowlevel.checkpoint()
+        await self._answer_after_latency()
         return copy.deepcopy(self.pods[self._call("GET", path)])
 
     async def patch(self, path: str, body: Any, patch_type: str = "strategic") -> dict[str, Any]:
-        await trio.lowlevel.checkpoint()
+        await self._answer_after_latency()
         name = self._call("PATCH", path, body)
         if self.patch_failures:
             raise self.patch_failures.pop(0)
@@ -177,6 +188,37 @@ async def test_a_status_change_is_seen_within_a_poll_or_at_once_on_a_message(aut
         h.board.set(board_pod("web"), status(ready=False))
         await trio.sleep(10)
         assert h.api.verbs(since=4) == [(13, "PATCH", "status")]
+
+
+async def test_a_slow_api_server_gets_several_pods_at_once_but_never_more_than_writers(autojump_clock):
+    h = Harness()
+    h.api.latency = 1.0
+    for i in range(10):
+        h.api.create(f"p{i}")
+        h.board.set(board_pod(f"p{i}"), status())
+    async with running(h.spec):
+        await trio.sleep(6.5)
+        # GET + PATCH of 2 s per pod, WRITERS pods at a time: 10 pods in 3 waves, 6 s
+        # (one pod after another would take 20 s).
+        assert all(h.api_status(f"p{i}")["phase"] == "Running" for i in range(10))
+        assert h.api.most_in_flight == WRITERS
+
+
+async def test_once_the_api_server_is_unavailable_no_other_pod_is_started(autojump_clock):
+    h = Harness()
+    h.api.latency = 1.0
+    h.api.failures = [api_error(500, "InternalError", "etcd is sad", method="GET", path=pod_path(NS, "p0"))]
+    for i in range(10):
+        h.api.create(f"p{i}")
+        h.board.set(board_pod(f"p{i}"), status())
+    async with running(h.spec):
+        await trio.sleep(0.5)
+        assert h.api.in_flight == WRITERS  # the first wave's GETs
+        await trio.sleep(1.4)
+        # The first GET answered failed at 1 s; the other writers' PATCHes went out (a pod
+        # already started finishes), and no other pod was started: the round ends at 2 s.
+        assert h.api.in_flight == WRITERS - 1
+        assert len({path.split("/")[6] for _, _, path, _ in h.api.calls}) == WRITERS
 
 
 async def test_500s_back_off_and_the_latest_status_is_the_one_written(autojump_clock, caplog):
