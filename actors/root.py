@@ -43,7 +43,8 @@ from pykubelet.actors.server.metrics import ActorTreeCollector
 from pykubelet.actors.sources.file import file_source_actor
 from pykubelet.actors.sources.api import api_source_actor
 from pykubelet.actors.sources.http import http_source_actor
-from pykubelet.actors.status_manager import StatusManagerMessage, status_manager_actor
+from pykubelet.actors.status_manager import status_manager_actor
+from pykubelet.messages.pod_status_reports import StatusManagerMessage
 from pykubelet.actors.sync_loop import DesiredPods, SyncLoopSettings, sync_loop_actor
 from pykubelet.messages.pod_updates import SourcePods, SyncLoopMessage
 from pykubelet.pods.backoff import CrashLoopBackOff

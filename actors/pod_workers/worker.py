@@ -34,7 +34,7 @@ from pykubelet.ports.cri import CriError, CriNotFound
 from pykubelet.ports.cri.pods import read_pod_status
 from pykubelet.supervisor import ActorContext, MailboxFull, Registry, UnknownAddress
 
-from pykubelet.actors.status_manager import PodStatusChanged, PodTerminated
+from pykubelet.messages.pod_status_reports import PodStatusChanged, PodTerminated
 
 from .deps import PodWorkerDeps
 from . import termination_message

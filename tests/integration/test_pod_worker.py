@@ -18,7 +18,7 @@ from pykubelet.actors.pod_workers.worker import PodWorker
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod import Pod
 from pykubelet.messages.pod_updates import TerminatePod
-from pykubelet.actors.status_manager import PodStatusChanged
+from pykubelet.messages.pod_status_reports import PodStatusChanged
 from tests.support.actors import Inbox, running
 from pykubelet.pods.backoff import CrashLoopBackOff
 from pykubelet.ports.cri.pods import read_pod_status

@@ -16,14 +16,8 @@ import trio
 
 from tests.support.api_fakes import api_error
 from pykubelet.actors.pod_statuses import PodStatuses
-from pykubelet.actors.status_manager import (
-    PodStatusChanged,
-    PodTerminated,
-    WRITERS,
-    StatusManagerMessage,
-    pod_path,
-    status_manager_actor,
-)
+from pykubelet.actors.status_manager import WRITERS, pod_path, status_manager_actor
+from pykubelet.messages.pod_status_reports import PodStatusChanged, PodTerminated, StatusManagerMessage
 from pykubelet.messages.pod import (
     ContainerState,
     ContainerStateRunning,
@@ -170,6 +164,25 @@ async def test_a_status_is_written_once_per_change_and_never_while_unchanged(aut
         h.board.set(board_pod("web"), status(ready=True))  # the same status again
         await trio.sleep(30)
         assert len(h.api.calls) == 3
+
+
+async def test_a_pod_new_on_the_board_is_patched_against_its_api_copy_without_a_get(autojump_clock):
+    h = Harness()
+    h.api.create("old")
+    h.board.set(board_pod("old"), status())
+    async with running(h.spec):
+        await trio.sleep(1)
+        assert h.api.verbs() == [(0, "GET", "old"), (0, "PATCH", "status")]  # there at the first look
+        api_copy = h.api.create("new", status={"phase": "Pending", "reason": "Stale", "qosClass": "BestEffort"})
+        watched = msgspec.convert({**api_copy, "spec": {"nodeName": "node1"}}, Pod)  # as the API source decodes it
+        watched = msgspec.structs.replace(watched, metadata=board_pod("new").metadata)
+        h.board.set(watched, status())
+        await trio.sleep(2)  # the next poll
+        assert [call[1:] for call in h.api.verbs(since=1)] == [("PATCH", "status")]
+        body = h.api.bodies("PATCH")[1]["status"]
+        assert body["phase"] == "Running" and body["reason"] is None  # what differs from the API's copy
+        assert "qosClass" not in body  # already so in the API
+        assert h.api_status("new")["phase"] == "Running" and "reason" not in h.api_status("new")
 
 
 async def test_a_status_change_is_seen_within_a_poll_or_at_once_on_a_message(autojump_clock):
