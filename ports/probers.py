@@ -38,6 +38,7 @@ HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 SERVING_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 
 
+@functools.lru_cache(maxsize=4096)  # a probe asks about the same host every period
 def ip_literal(host: str) -> str | None:
     """The host as an IP address string, or None if it is a name (which we never resolve)."""
     try:
@@ -108,6 +109,11 @@ Fetch = Callable[[httpx.URL, tuple[tuple[str, str], ...], int], Awaitable[HttpAn
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})  # the ones Go's http.Client follows
 
 
+@functools.lru_cache(maxsize=4096)
+def _request_headers(headers: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    return tuple(http_headers(headers))
+
+
 async def probe_http(
     url: httpx.URL,
     headers: Sequence[tuple[str, str]] = (),
@@ -120,7 +126,7 @@ async def probe_http(
     success with a warning, as Go's probe does."""
     if ip_literal(url.host) is None:
         return _not_an_ip(f'Get "{url}"', url.host)
-    request_headers = tuple(http_headers(headers))
+    request_headers = _request_headers(tuple(headers))
     with trio.move_on_after(timeout):
         first_host = url.host
         for requests in range(1, MAX_REDIRECTS + 1):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from pykubelet.messages.probes import ProbeKind, ProbeOutcome
@@ -25,24 +27,40 @@ class ProbeMetrics:
             ["probe_type", "container", "pod", "namespace"],
             registry=registry,
         )
+        # The series' children by label values: labels() locks and validates on every call,
+        # and 110 pods probed every second call it hundreds of times a second.
+        self._counters: dict[tuple[str, ...], Any] = {}
+        self._histograms: dict[tuple[str, ...], Any] = {}
 
     def observe(
         self, kind: ProbeKind, outcome: ProbeOutcome, seconds: float, *,
         container: str, pod: str, namespace: str, pod_uid: str,
     ) -> None:
-        self.probes.labels(PROBE_TYPE[kind], RESULT[outcome], container, pod, namespace, pod_uid).inc()
+        key = (PROBE_TYPE[kind], RESULT[outcome], container, pod, namespace, pod_uid)
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters[key] = self.probes.labels(*key)
+        counter.inc()
         # As Go: failures are left out of the durations, since most of them are timeouts.
         if outcome != "failure":
-            self.duration.labels(PROBE_TYPE[kind], container, pod, namespace).observe(seconds)
+            key = (PROBE_TYPE[kind], container, pod, namespace)
+            histogram = self._histograms.get(key)
+            if histogram is None:
+                histogram = self._histograms[key] = self.duration.labels(*key)
+            histogram.observe(seconds)
 
     def forget(self, kind: ProbeKind, *, container: str, pod: str, namespace: str, pod_uid: str) -> None:
         """Drop a stopped worker's series, as Go does when a worker ends."""
         for result in RESULT.values():
+            key = (PROBE_TYPE[kind], result, container, pod, namespace, pod_uid)
+            self._counters.pop(key, None)
             try:
-                self.probes.remove(PROBE_TYPE[kind], result, container, pod, namespace, pod_uid)
+                self.probes.remove(*key)
             except KeyError:
                 pass
+        key = (PROBE_TYPE[kind], container, pod, namespace)
+        self._histograms.pop(key, None)
         try:
-            self.duration.remove(PROBE_TYPE[kind], container, pod, namespace)
+            self.duration.remove(*key)
         except KeyError:
             pass
