@@ -31,7 +31,7 @@ from pykubelet.pods.backoff import backoff_key, crash_loop_message, format_pod
 from pykubelet.pods.runtime_config import container_config, sandbox_config
 from pykubelet.pods.status import compute_pod_status, rfc3339
 from pykubelet.ports.cri import CriError, CriNotFound
-from pykubelet.ports.cri.pods import read_pod_status
+from pykubelet.ports.cri.pods import read_created, read_pod_status
 from pykubelet.supervisor import ActorContext, MailboxFull, Registry, UnknownAddress
 
 from pykubelet.messages.pod_status_reports import PodStatusChanged, PodTerminated
@@ -70,6 +70,7 @@ class PodWorker:
         self.updated = False
         self.running_reported = False
         self.waiting: dict[str, tuple[str, str]] = {}
+        self.created: tuple[list[str], list[str]] = ([], [])  # this sync's new sandbox and container ids
         self.registry: Registry | None = None
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
@@ -139,6 +140,7 @@ class PodWorker:
         runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
         actions = self._with_probe_kills(compute_pod_actions(pod, runtime), runtime)
         self.waiting = {}
+        self.created = ([], [])
         if deps.statuses.get(self.uid) is None:
             self._publish(pod, runtime)  # seen at once in /pods, Pending, before the work
         try:
@@ -147,7 +149,10 @@ class PodWorker:
             # Publish what is true now, also when a step failed half way.
             if not actions.nothing_to_do:
                 with contextlib.suppress(CriError):
-                    runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
+                    if runtime.sandboxes or runtime.containers:
+                        runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
+                    else:  # the runtime held nothing of the pod: now it holds what this sync made
+                        runtime = await read_created(cri, self.uid, pod.metadata.name, pod.metadata.namespace, *self.created)
             self._publish(pod, runtime)
             await self._tell_probes(pod, runtime)
         deps.metrics.pod_worker_duration.labels(operation).observe(time.perf_counter() - started)
@@ -168,6 +173,7 @@ class PodWorker:
                 self.record(pod, None, "Normal", events.SANDBOX_CHANGED, "Pod sandbox changed, it will be killed and re-created.")
             try:
                 sandbox_id = await cri.run_pod_sandbox(sandbox)
+                self.created[0].append(sandbox_id)
             except CriError as exc:
                 self.deps.metrics.started_pods_errors.inc()
                 log.warning("creating the pod sandbox failed: %s", exc, extra=self.fields)
@@ -241,6 +247,7 @@ class PodWorker:
             )
         try:
             container_id = await cri.create_container(sandbox_id, config, sandbox)
+            self.created[1].append(container_id)
         except CriError as exc:
             return self._start_failed(pod, name, "CreateContainerError", exc, container_type)
         self.record(pod, name, "Normal", events.CREATED_CONTAINER, f"Created container {name}")

@@ -150,8 +150,9 @@ async def read_pod_status(cri: CriClient, uid: str, name: str = "", namespace: s
 async def _each(call: Callable[[T], Awaitable[None]], items: Sequence[T]) -> None:
     """call(item) for every item side by side; the first error raised as itself (not in an
     ExceptionGroup), so that callers catch CriError as from a single call."""
-    if len(items) == 1:
-        await call(items[0])
+    if len(items) <= 1:
+        for item in items:
+            await call(item)
         return
     try:
         async with trio.open_nursery() as nursery:
@@ -164,6 +165,47 @@ async def _each(call: Callable[[T], Awaitable[None]], items: Sequence[T]) -> Non
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+async def read_created(
+    cri: CriClient, uid: str, name: str, namespace: str, sandbox_ids: Sequence[str], container_ids: Sequence[str]
+) -> PodRuntimeStatus:
+    """The status of a pod the runtime held nothing of before its worker created these
+    sandboxes and containers: their status calls alone, side by side, without the two list
+    calls of read_pod_status (a pod worker serialises its pod's changes, so nothing else
+    of the pod can exist). An object removed meanwhile is left out."""
+    sandboxes: list[SandboxRuntimeStatus] = []
+    containers: list[ContainerRuntimeStatus] = []
+
+    async def read_sandbox(sandbox_id: str) -> None:
+        try:
+            status = (await cri.pod_sandbox_status(sandbox_id)).status
+        except CriNotFound:
+            return
+        ready = status.state == api_pb2.SANDBOX_READY
+        sandboxes.append(
+            SandboxRuntimeStatus(
+                id=status.id,
+                state="ready" if ready else "notready",
+                created_at=status.created_at / 1e9,
+                attempt=status.metadata.attempt,
+                ip=status.network.ip if ready else "",
+            )
+        )
+
+    async def read_container(container_id: str) -> None:
+        try:
+            containers.append(container_runtime_status((await cri.container_status(container_id)).status))
+        except CriNotFound:
+            return
+
+    async def read(item: tuple[Callable[[str], Awaitable[None]], str]) -> None:
+        await item[0](item[1])
+
+    await _each(read, [*((read_sandbox, i) for i in sandbox_ids), *((read_container, i) for i in container_ids)])
+    sandboxes.sort(key=lambda s: s.created_at, reverse=True)
+    containers.sort(key=lambda c: c.created_at, reverse=True)
+    return PodRuntimeStatus(uid=uid, name=name, namespace=namespace, sandboxes=sandboxes, containers=containers)
 
 
 def container_runtime_status(status: api_pb2.ContainerStatus) -> ContainerRuntimeStatus:

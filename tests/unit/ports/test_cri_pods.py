@@ -9,7 +9,7 @@ from cri_api.v1 import api_pb2
 
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, MANAGED_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL
 from pykubelet.ports.cri import CriNotFound, RuntimeUnavailable
-from pykubelet.ports.cri.pods import read_pod_status
+from pykubelet.ports.cri.pods import read_created, read_pod_status
 
 UID = "uid-1"
 LABELS = {MANAGED_LABEL: "true", POD_UID_LABEL: UID, POD_NAME_LABEL: "web", POD_NAMESPACE_LABEL: "prod"}
@@ -21,8 +21,10 @@ class FakeCri:
         self.containers = containers  # (id, created_at seconds)
         self.fail = fail  # the operation that raises RuntimeUnavailable
         self.gone = gone  # a container id whose status call answers NotFound
+        self.calls: list[str] = []
 
     async def _call(self, operation: str) -> None:
+        self.calls.append(operation)
         await trio.sleep(CALL_TIME)
         if operation == self.fail:
             raise RuntimeUnavailable(endpoint="unix:///fake.sock", operation=operation, detail="connection refused")
@@ -38,7 +40,9 @@ class FakeCri:
     async def pod_sandbox_status(self, sandbox_id):
         await self._call("podsandbox_status")
         return api_pb2.PodSandboxStatusResponse(status=api_pb2.PodSandboxStatus(
-            id=sandbox_id, network=api_pb2.PodSandboxNetworkStatus(ip="10.0.0.7"),
+            id=sandbox_id, state=api_pb2.SANDBOX_READY, created_at=5 * 10**9,
+            metadata=api_pb2.PodSandboxMetadata(name="web", namespace="prod", attempt=1),
+            network=api_pb2.PodSandboxNetworkStatus(ip="10.0.0.7"),
         ))
 
     async def list_containers(self, filter):
@@ -82,3 +86,17 @@ async def test_a_failed_call_raises_its_cri_error_not_a_group(autojump_clock, op
     with pytest.raises(RuntimeUnavailable) as raised:
         await read_pod_status(FakeCri([("a", 10), ("b", 30)], fail=operation), UID)
     assert raised.value.operation == operation
+
+
+async def test_a_pod_just_created_is_read_by_its_new_ids_alone(autojump_clock):
+    cri = FakeCri([("a", 10), ("b", 30)])
+    started = trio.current_time()
+    created = await read_created(cri, UID, "web", "prod", ["sb1"], ["a", "b"])
+    assert trio.current_time() - started == CALL_TIME  # one call deep
+    assert sorted(cri.calls) == ["container_status", "container_status", "podsandbox_status"]  # no lists
+    assert created == await read_pod_status(FakeCri([("a", 10), ("b", 30)]), UID, "web", "prod")
+
+
+async def test_a_new_object_removed_meanwhile_is_left_out(autojump_clock):
+    created = await read_created(FakeCri([("a", 10), ("b", 30)], gone="b"), UID, "web", "prod", ["sb1"], ["a", "b"])
+    assert [c.id for c in created.containers] == ["a"] and [s.id for s in created.sandboxes] == ["sb1"]
