@@ -7,8 +7,8 @@ pod worker reads one pod's full status (sandbox IPs, exit codes, times).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
 
 import msgspec
 import trio
@@ -37,7 +37,6 @@ _CONTAINER_STATES = {
     api_pb2.CONTAINER_UNKNOWN: "unknown",
 }
 _MANAGED = {MANAGED_LABEL: "true"}
-T = TypeVar("T")
 
 
 class RelistedContainer(msgspec.Struct, frozen=True):
@@ -114,57 +113,20 @@ async def read_pod_status(cri: CriClient, uid: str, name: str = "", namespace: s
                 ip = (await cri.pod_sandbox_status(sandbox.id)).status.network.ip
             except CriNotFound:
                 return  # removed meanwhile
-        sandboxes.append(
-            SandboxRuntimeStatus(
-                id=sandbox.id,
-                state="ready" if sandbox.state == api_pb2.SANDBOX_READY else "notready",
-                created_at=sandbox.created_at / 1e9,
-                attempt=sandbox.metadata.attempt,
-                ip=ip,
-            )
-        )
-
-    async def read_container(listed: api_pb2.Container) -> None:
-        try:
-            status = (await cri.container_status(listed.id)).status
-        except CriNotFound:
-            return  # removed meanwhile
-        containers.append(container_runtime_status(status))
+        sandboxes.append(_sandbox_runtime_status(sandbox, ip))
 
     async def read_sandboxes() -> None:
         listed = await cri.list_pod_sandbox(api_pb2.PodSandboxFilter(label_selector=selector))
-        await _each(read_sandbox, listed)
+        await _side_by_side(*(functools.partial(read_sandbox, sandbox) for sandbox in listed))
 
     async def read_containers() -> None:
         listed = await cri.list_containers(api_pb2.ContainerFilter(label_selector=selector))
-        await _each(read_container, listed)
+        await _side_by_side(*(functools.partial(_read_container, cri, c.id, containers) for c in listed))
 
-    await _each(lambda read: read(), [read_sandboxes, read_containers])
+    await _side_by_side(read_sandboxes, read_containers)
     if names:
         name, namespace = name or names[0][0], namespace or names[0][1]
-    sandboxes.sort(key=lambda s: s.created_at, reverse=True)
-    containers.sort(key=lambda c: c.created_at, reverse=True)
-    return PodRuntimeStatus(uid=uid, name=name, namespace=namespace, sandboxes=sandboxes, containers=containers)
-
-
-async def _each(call: Callable[[T], Awaitable[None]], items: Sequence[T]) -> None:
-    """call(item) for every item side by side; the first error raised as itself (not in an
-    ExceptionGroup), so that callers catch CriError as from a single call."""
-    if len(items) <= 1:
-        for item in items:
-            await call(item)
-        return
-    try:
-        async with trio.open_nursery() as nursery:
-            for item in items:
-                nursery.start_soon(call, item)
-    except BaseExceptionGroup as group:
-        raise _first_leaf(group) from None
-
-
-def _first_leaf(group: BaseExceptionGroup) -> BaseException:
-    first = group.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+    return _pod_runtime_status(uid, name, namespace, sandboxes, containers)
 
 
 async def read_created(
@@ -182,30 +144,60 @@ async def read_created(
             status = (await cri.pod_sandbox_status(sandbox_id)).status
         except CriNotFound:
             return
-        ready = status.state == api_pb2.SANDBOX_READY
-        sandboxes.append(
-            SandboxRuntimeStatus(
-                id=status.id,
-                state="ready" if ready else "notready",
-                created_at=status.created_at / 1e9,
-                attempt=status.metadata.attempt,
-                ip=status.network.ip if ready else "",
-            )
-        )
+        sandboxes.append(_sandbox_runtime_status(status, status.network.ip))
 
-    async def read_container(container_id: str) -> None:
-        try:
-            containers.append(container_runtime_status((await cri.container_status(container_id)).status))
-        except CriNotFound:
-            return
+    await _side_by_side(
+        *(functools.partial(read_sandbox, i) for i in sandbox_ids),
+        *(functools.partial(_read_container, cri, i, containers) for i in container_ids),
+    )
+    return _pod_runtime_status(uid, name, namespace, sandboxes, containers)
 
-    async def read(item: tuple[Callable[[str], Awaitable[None]], str]) -> None:
-        await item[0](item[1])
 
-    await _each(read, [*((read_sandbox, i) for i in sandbox_ids), *((read_container, i) for i in container_ids)])
+def _sandbox_runtime_status(sandbox: api_pb2.PodSandbox | api_pb2.PodSandboxStatus, ip: str) -> SandboxRuntimeStatus:
+    ready = sandbox.state == api_pb2.SANDBOX_READY
+    return SandboxRuntimeStatus(
+        id=sandbox.id,
+        state="ready" if ready else "notready",
+        created_at=sandbox.created_at / 1e9,
+        attempt=sandbox.metadata.attempt,
+        ip=ip if ready else "",
+    )
+
+
+async def _read_container(cri: CriClient, container_id: str, into: list[ContainerRuntimeStatus]) -> None:
+    try:
+        into.append(container_runtime_status((await cri.container_status(container_id)).status))
+    except CriNotFound:
+        pass  # removed meanwhile
+
+
+def _pod_runtime_status(
+    uid: str, name: str, namespace: str, sandboxes: list[SandboxRuntimeStatus], containers: list[ContainerRuntimeStatus]
+) -> PodRuntimeStatus:
+    """Newest first, both."""
     sandboxes.sort(key=lambda s: s.created_at, reverse=True)
     containers.sort(key=lambda c: c.created_at, reverse=True)
     return PodRuntimeStatus(uid=uid, name=name, namespace=namespace, sandboxes=sandboxes, containers=containers)
+
+
+async def _side_by_side(*calls: Callable[[], Awaitable[None]]) -> None:
+    """Run the calls concurrently; the first error is raised as itself (not in an
+    ExceptionGroup), so that callers catch CriError as from a single call."""
+    if len(calls) <= 1:
+        for call in calls:
+            await call()
+        return
+    try:
+        async with trio.open_nursery() as nursery:
+            for call in calls:
+                nursery.start_soon(call)
+    except BaseExceptionGroup as group:
+        raise _first_leaf(group) from None
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def container_runtime_status(status: api_pb2.ContainerStatus) -> ContainerRuntimeStatus:
