@@ -72,16 +72,13 @@ def _target(url: str, headers: tuple[tuple[str, str], ...]) -> _Target:
     return _Target(parsed.host, parsed.port or (443 if tls else 80), tls, request)
 
 
-def _insecure_tls_context() -> ssl.SSLContext:
+@functools.cache  # creating a context loads the system CAs: once per process
+def _tls_context() -> ssl.SSLContext:
+    """No verification, as Go's prober (InsecureSkipVerify)."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     return context
-
-
-@functools.cache  # creating a context loads the system CAs: once per process
-def _tls_context() -> ssl.SSLContext:
-    return _insecure_tls_context()
 
 
 async def http_get(url: httpx.URL, headers: tuple[tuple[str, str], ...], max_body: int) -> HttpAnswer:
