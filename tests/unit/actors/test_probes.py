@@ -20,6 +20,7 @@ from pykubelet.actors.probes import (
     probe_worker_actor,
     probes_supervisor_spec,
 )
+from pykubelet.actors.probes.worker import PROBE_TIMER_SLACK, coalesced
 from pykubelet.messages.pod import Pod
 from pykubelet.messages.probes import ProbeResult, ProbeTargets
 from pykubelet.supervisor import ChildSpec, Supervisor
@@ -154,6 +155,29 @@ async def test_jitter_delays_only_the_first_probe(autojump_clock, probes):
         await probes.start_worker(tree, pod, "readiness", handler, jitter=3.5)
         await trio.sleep(25)
     assert handler.relative_calls(t0) == [3.5, 13.5, 23.5]
+
+
+async def test_probes_due_within_the_timer_slack_run_together_on_an_unchanged_schedule(autojump_clock, probes):
+    # Due at 1.01 + k and 1.03 + k: both run at 1.05 + k, never more than the slack late.
+    pods = [make_pod(uid=f"u{i}", containers=[{"name": "c", "readinessProbe": probe(period=1)}]) for i in (1, 2)]
+    handlers = [Script(), Script()]
+    async with running(*probes.specs()) as tree:
+        t0 = trio.current_time()
+        assert t0 == coalesced(t0, PROBE_TIMER_SLACK)
+        for pod, handler, jitter in zip(pods, handlers, (1.01, 1.03)):
+            await probes.start_worker(tree, pod, "readiness", handler, jitter=jitter)
+        await trio.sleep(10.5)
+    expected = [round(1.05 + k, 3) for k in range(10)]
+    assert handlers[0].relative_calls(t0) == expected
+    assert handlers[1].relative_calls(t0) == expected
+
+
+def test_coalesced_rounds_up_to_the_next_multiple_of_the_slack():
+    assert coalesced(1.01, 0.05) == pytest.approx(1.05)
+    assert coalesced(1.05, 0.05) == pytest.approx(1.05)  # already on the grid: not a slot later
+    assert coalesced(0.35, 0.05) == pytest.approx(0.35)
+    assert coalesced(12.3456, 0.05) == pytest.approx(12.35)
+    assert all(coalesced(k * 0.05, 0.05) == pytest.approx(k * 0.05) for k in range(2000))
 
 
 async def test_liveness_failure_is_published_at_the_threshold_then_the_worker_holds(autojump_clock, probes):
