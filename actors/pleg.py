@@ -82,10 +82,39 @@ class PlegMetrics:
 
 class RuntimePods:
     """The managed pods in the runtime as the PLEG last saw them (the latest successful
-    relist, kept current by the runtime's events), for readers outside the PLEG."""
+    relist, kept current by the runtime's events), for readers outside the PLEG.
+
+    It also tells a pod worker when the runtime holds nothing of its pod, so that the
+    worker's sync need not ask (Go's pod workers sync from the PLEG's pod cache the same
+    way): the latest relist saw nothing of the pod, and no pod worker has created a sandbox
+    or container of it since that relist's list calls began. Sandboxes and containers are
+    made by pod workers alone, and whatever existed before the relist is in it.
+    """
 
     def __init__(self) -> None:
         self.latest: Relist | None = None
+        self._relist_began: float | None = None  # trio time, of the relist behind `latest`
+        self._created: dict[str, float] = {}  # pod uid -> when a worker last created in it
+
+    def relisted(self, view: Relist, began: float) -> None:
+        """A relist whose list calls began at `began` (trio time) saw `view`."""
+        self.latest, self._relist_began = view, began
+        # What was created before the relist began is in it, or gone since.
+        self._created = {uid: at for uid, at in self._created.items() if at >= began}
+
+    def creating(self, pod_uid: str) -> None:
+        """Say so before a CRI call that creates a sandbox or container of `pod_uid`."""
+        self._created[pod_uid] = trio.current_time()
+
+    def holds_nothing_of(self, pod_uid: str) -> bool:
+        """True when the runtime is known to hold no sandbox or container of `pod_uid`;
+        False when it may hold some (or nothing has been relisted yet)."""
+        latest = self.latest
+        if latest is None or self._relist_began is None or pod_uid in self._created:
+            return False
+        return not any(s.pod_uid == pod_uid for s in latest.sandboxes) and not any(
+            c.pod_uid == pod_uid for c in latest.containers
+        )
 
 
 # --- deciding: pure functions ----------------------------------------------------------
@@ -259,7 +288,7 @@ class _Pleg:
                 for event in self._during_relist:
                     current = apply_event(current, event) or current
                 self._during_relist = None
-                await self._publish(current, diff(self.view, current))
+                await self._publish(current, diff(self.view, current), relist_began=started)
             finally:
                 self._during_relist = None
             await self._sleep_until_next_relist(started)
@@ -322,9 +351,13 @@ class _Pleg:
         if view is not self.view:
             await self._publish(view, events)
 
-    async def _publish(self, view: Relist, events: list[PlegEvent]) -> None:
+    async def _publish(self, view: Relist, events: list[PlegEvent], *, relist_began: float | None = None) -> None:
         # The view changes before the first await, so the other task diffs against it.
-        self.view = self.cache.latest = view
+        self.view = view
+        if relist_began is not None:
+            self.cache.relisted(view, relist_began)
+        else:
+            self.cache.latest = view
         _set_gauges(self.metrics, view)
         for event in events:
             await self.sync_loop.send(event)

@@ -143,6 +143,7 @@ class Daemon:
             node=node,
             events=self.events,
             probe_results=self.probe_results,
+            runtime_pods=self.runtime_pods,
             resync_period=settings.sync.sync_frequency,
         )
         self.root = Supervisor("root", self._children(deps), strategy="rest_for_one")

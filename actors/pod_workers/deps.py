@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pykubelet.actors.events import EventRecorder
+from pykubelet.actors.pleg import RuntimePods
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.probes.results import ProbeResults
 from pykubelet.actors.runtime_link import RuntimeHandle
@@ -33,6 +34,8 @@ class PodWorkerDeps:
     node: NodeSettings
     events: EventRecorder
     probe_results: ProbeResults
+    # The PLEG's view: a sync of a pod the runtime holds nothing of skips reading it.
+    runtime_pods: RuntimePods | None = None
     probe_manager: str = "root/probes/manager"  # where ProbeTargets go
     resync_period: float = 60.0  # --sync-frequency
     status_manager: str = "root/status-manager"  # cluster mode: told when a pod is gone

@@ -1,6 +1,7 @@
 """The pod worker: one actor per pod UID that serialises that pod's syncs.
 
-Each sync reads the pod's state from the runtime, asks compute_pod_actions what to do,
+Each sync reads the pod's state from the runtime (unless the PLEG's view shows the runtime
+holds nothing of the pod: see RuntimePods), asks compute_pod_actions what to do,
 does it over CRI, and publishes the pod's status. Messages arriving during a sync are
 coalesced: the newest spec wins, a TerminatePod sticks. A container in back-off makes the
 worker wake itself when the back-off ends.
@@ -130,6 +131,10 @@ class PodWorker:
 
     # -- sync ----------------------------------------------------------------------
 
+    def _creating(self) -> None:
+        if self.deps.runtime_pods is not None:
+            self.deps.runtime_pods.creating(self.uid)  # the PLEG's view no longer covers this pod
+
     async def sync(self) -> float | None:
         """One sync of the pod to its spec; seconds until the next one is due (back-off)."""
         assert self.pod is not None
@@ -137,7 +142,10 @@ class PodWorker:
         operation = "create" if not self.synced_once else "update" if self.updated else "sync"
         started = time.perf_counter()
         cri = deps.runtime.client
-        runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
+        if deps.runtime_pods is not None and deps.runtime_pods.holds_nothing_of(self.uid):
+            runtime = PodRuntimeStatus(uid=self.uid, name=pod.metadata.name, namespace=pod.metadata.namespace)
+        else:
+            runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
         actions = self._with_probe_kills(compute_pod_actions(pod, runtime), runtime)
         self.waiting = {}
         self.created = ([], [])
@@ -172,6 +180,7 @@ class PodWorker:
             if actions.attempt > 0:
                 self.record(pod, None, "Normal", events.SANDBOX_CHANGED, "Pod sandbox changed, it will be killed and re-created.")
             try:
+                self._creating()
                 sandbox_id = await cri.run_pod_sandbox(sandbox)
                 self.created[0].append(sandbox_id)
             except CriError as exc:
@@ -246,6 +255,7 @@ class PodWorker:
                 api_pb2.Mount(container_path=container.termination_message_path, host_path=message_file)
             )
         try:
+            self._creating()
             container_id = await cri.create_container(sandbox_id, config, sandbox)
             self.created[1].append(container_id)
         except CriError as exc:

@@ -3,6 +3,7 @@ a running pod changes (an API pod's UPDATE keeps its UID, unlike a static pod's 
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import msgspec
@@ -11,6 +12,7 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from pykubelet.actors.events import EventRecorder
+from pykubelet.actors.pleg import RuntimePods
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.probes import ProbeResults
 from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps
@@ -21,7 +23,7 @@ from pykubelet.messages.pod_updates import TerminatePod
 from pykubelet.messages.pod_status_reports import PodStatusChanged
 from tests.support.actors import Inbox, running
 from pykubelet.pods.backoff import CrashLoopBackOff
-from pykubelet.ports.cri.pods import read_pod_status
+from pykubelet.ports.cri.pods import read_pod_status, relist
 from tests.support.containerd import BUSYBOX_IMAGE
 from tests.support.pods import TRAPPING_LOOP
 
@@ -123,3 +125,47 @@ async def test_each_status_change_is_told_to_the_status_manager_at_once(cri, con
             assert status_manager.take() == []
         finally:
             await worker.terminate(TerminatePod(reason="test over"))
+
+
+class CountingReads:
+    """Counts the list calls a pod status read makes, passing everything through."""
+
+    def __init__(self, cri) -> None:
+        self.cri = cri
+        self.lists = 0
+
+    def __getattr__(self, name):
+        attribute = getattr(self.cri, name)
+        if name in ("list_pod_sandbox", "list_containers"):
+            async def counted(*args, **kwargs):
+                self.lists += 1
+                return await attribute(*args, **kwargs)
+            return counted
+        return attribute
+
+
+@pytest.mark.containerd
+async def test_a_pod_the_plegs_view_lacks_is_started_without_reading_the_runtime(cri, containerd, tmp_path):
+    deps = await worker_deps(cri, containerd, tmp_path)
+    counting = CountingReads(cri)
+    deps.runtime.attach(counting, await cri.version())
+    runtime_pods = RuntimePods()
+    deps = dataclasses.replace(deps, runtime_pods=runtime_pods)
+    runtime_pods.relisted(await relist(cri), trio.current_time())
+    uid = str(uuid.uuid4())
+    first = PodWorker(uid, running_pod(uid), deps)
+    try:
+        await first.sync()
+        assert counting.lists == 0  # the PLEG's view said the runtime holds nothing of it
+        created = await read_pod_status(cri, uid)
+        assert len(created.sandboxes) == 1 and {c.name for c in created.containers} == {"a", "b"}
+        # A second worker for the same pod (the first one crashed): the view predates what
+        # the first made, so it reads the runtime and adopts it, creating nothing.
+        second = PodWorker(uid, running_pod(uid), deps)
+        await second.sync()
+        assert counting.lists > 0
+        after = await read_pod_status(cri, uid)
+        assert [s.id for s in after.sandboxes] == [s.id for s in created.sandboxes]
+        assert sorted(c.id for c in after.containers) == sorted(c.id for c in created.containers)
+    finally:
+        await first.terminate(TerminatePod(reason="test over"))

@@ -273,3 +273,43 @@ async def test_a_broken_stream_brings_the_fast_relist_back_at_once_and_resubscri
         relists = len(fake.relists)
         await trio.sleep(3)
         assert len(fake.relists) - relists == 1, "fast for one period after subscribing, then slow"
+
+
+# -- RuntimePods: when a pod worker need not read the runtime -----------------------------
+
+
+async def test_runtime_pods_holds_nothing_only_after_a_relist_that_covers_every_creation(autojump_clock):
+    pods = RuntimePods()
+    assert not pods.holds_nothing_of("new")  # nothing relisted yet: unknown
+    began = trio.current_time()
+    pods.relisted(relist({"c1": "running"}, {"s1": True}), began)
+    assert not pods.holds_nothing_of("u")  # the relist saw it
+    assert pods.holds_nothing_of("new")
+    await trio.sleep(0.5)
+    pods.creating("new")  # a worker creates after the relist began: the view is behind
+    assert not pods.holds_nothing_of("new")
+    pods.relisted(relist({}), began)  # a relist that began before the creation: still behind
+    assert not pods.holds_nothing_of("new")
+    await trio.sleep(0.5)
+    pods.relisted(relist({}), trio.current_time())  # began after it, and saw nothing: gone
+    assert pods.holds_nothing_of("new")
+
+
+async def test_runtime_pods_follows_the_pleg_relists(autojump_clock):
+    fake, inbox = FakeRuntime(events=False), Inbox()
+    cache = RuntimePods()
+    handle = RuntimeHandle("unix:///fake.sock")
+    handle.attach(fake, RuntimeVersion("fake", "1", "v1", "0.1.0"))
+    pleg = pleg_actor(PlegSettings(send_to="root/inbox"), runtime=handle, health=HealthBoard(),
+                      metrics=PlegMetrics(CollectorRegistry()), cache=cache)
+    async with running(inbox.spec("inbox"), ChildSpec("pleg", pleg)):
+        await trio.sleep(0.5)
+        assert cache.holds_nothing_of("u")
+        cache.creating("u")
+        fake.containers["c1"] = api_pb2.CONTAINER_RUNNING
+        assert not cache.holds_nothing_of("u")
+        await trio.sleep(1)  # the next relist sees the container
+        assert not cache.holds_nothing_of("u")
+        del fake.containers["c1"]
+        await trio.sleep(1)  # and the one after sees it gone
+        assert cache.holds_nothing_of("u")
