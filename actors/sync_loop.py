@@ -131,7 +131,12 @@ class SyncLoop:
     async def handle(self, message: SyncLoopMessage) -> None:
         if isinstance(message, PodUpdate):
             await self._on_update(message)
-        elif isinstance(message, (PlegEvent, ProbeResult)):
+        elif isinstance(message, PlegEvent):
+            # A removed container is not worth a sync (Go: isSyncPodWorthy); an orphan's
+            # still is, so that it is terminated.
+            if message.type != "ContainerRemoved" or message.pod_uid not in self.desired:
+                await self._on_pod_event(message.pod_uid)
+        elif isinstance(message, ProbeResult):
             await self._on_pod_event(message.pod_uid)
         elif isinstance(message, HousekeepingTick):
             await self._housekeeping()

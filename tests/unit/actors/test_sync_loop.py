@@ -109,3 +109,13 @@ async def test_a_pod_whose_node_selector_does_not_match_is_rejected_with_node_af
     rejected = node.statuses.get("picky")
     assert (rejected.phase, rejected.reason) == ("Failed", "NodeAffinity")
     assert rejected.message == "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+
+
+async def test_a_removed_container_is_not_worth_a_sync_every_other_pleg_event_is(node, autojump_clock):
+    await node.send(PodUpdate(op="ADD", source="file", pods=[pod("a")]))
+    assert node.take() == [("a", "started", "with spec")]
+    await node.send(PlegEvent(pod_uid="a", type="ContainerRemoved", container_id="c0"))
+    assert node.take() == []
+    for kind in ("ContainerStarted", "ContainerDied", "ContainerChanged", "SandboxChanged"):
+        await node.send(PlegEvent(pod_uid="a", type=kind, container_id="c1"))
+    assert node.take() == [("a", "sync", "busybox")] * 4
