@@ -52,6 +52,7 @@ __all__ = [
     "met",
     "ms",
     "percentile",
+    "polling_pods",
     "private_containerd",
     "rss_bytes",
     "write_manifest",
@@ -162,8 +163,14 @@ class BenchDaemon(DaemonProcess):
         )
         self.wait_for(lambda: os.path.exists(self.admin_socket), "the admin socket to appear")
         self.client = AdminClient(self.admin_socket)
-        self.wait_for(lambda: self.client.get("/healthz").status_code == 200, "healthz ok (runtime connected)")
+        self.wait_for(self._healthz_ok, "healthz ok (runtime connected)")
         return self
+
+    def _healthz_ok(self) -> bool:
+        try:
+            return self.client.get("/healthz").status_code == 200
+        except (http.client.HTTPException, OSError):  # the socket's file is there before its listener
+            return False
 
     @property
     def pid(self) -> int:
@@ -258,6 +265,45 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(self.timeout)
         self.sock.connect(self._socket_path)
+
+
+_POLLER = """
+import http.client, json, socket, sys, time
+class Connection(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(sys.argv[1])
+connection, period = Connection("admin"), float(sys.argv[2])
+next_at, first = time.perf_counter(), True
+while True:
+    connection.request("GET", "/pods")
+    json.loads(connection.getresponse().read())
+    if first:
+        print("polling", flush=True)
+        first = False
+    next_at += period
+    time.sleep(max(0.0, next_at - time.perf_counter()))
+"""
+
+
+@contextlib.contextmanager
+def polling_pods(socket_path: str, period: float) -> Iterator[None]:
+    """/pods polled every `period` seconds, as a timed pykubelet start polls it, by a
+    process of its own for as long as the block runs: so that a start the bench times
+    some other way (the raw CRI sequence) runs under the same instrument load."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _POLLER, socket_path, str(period)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent,
+    )
+    try:
+        assert process.stdout is not None
+        if process.stdout.readline() != b"polling\n":  # its first answer came back
+            raise RuntimeError("the /pods poller did not start")
+        yield
+    finally:
+        process.kill()
+        process.wait()
 
 
 # -- /proc and /metrics ----------------------------------------------------------------
