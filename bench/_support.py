@@ -268,16 +268,13 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
 
 
 _POLLER = """
-import http.client, json, socket, sys, time
-class Connection(http.client.HTTPConnection):
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(sys.argv[1])
-connection, period = Connection("admin"), float(sys.argv[2])
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from _support import AdminClient
+client, period = AdminClient(sys.argv[2]), float(sys.argv[3])
 next_at, first = time.perf_counter(), True
 while True:
-    connection.request("GET", "/pods")
-    json.loads(connection.getresponse().read())
+    client.pods()
     if first:
         print("polling", flush=True)
         first = False
@@ -292,7 +289,7 @@ def polling_pods(socket_path: str, period: float) -> Iterator[None]:
     process of its own for as long as the block runs: so that a start the bench times
     some other way (the raw CRI sequence) runs under the same instrument load."""
     process = subprocess.Popen(
-        [sys.executable, "-c", _POLLER, socket_path, str(period)],
+        [sys.executable, "-c", _POLLER, str(Path(__file__).parent), socket_path, str(period)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         preexec_fn=_die_with_parent,
     )
