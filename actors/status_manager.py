@@ -191,6 +191,7 @@ class StatusManager:
         look are read with a GET: an earlier incarnation may have written them since."""
         status = self.statuses.source_status(uid)
         return msgspec.to_builtins(status) if status is not None else None
+
     def pending(self, now: float) -> list[PodRecord]:
         """The records that need a request now: finished pods, then unsynced statuses."""
         finished = [r for r in self.records.values() if r.finished and r.hold_until <= now]

@@ -36,18 +36,11 @@ class ProbeMetrics:
         self, kind: ProbeKind, outcome: ProbeOutcome, seconds: float, *,
         container: str, pod: str, namespace: str, pod_uid: str,
     ) -> None:
-        key = (PROBE_TYPE[kind], RESULT[outcome], container, pod, namespace, pod_uid)
-        counter = self._counters.get(key)
-        if counter is None:
-            counter = self._counters[key] = self.probes.labels(*key)
-        counter.inc()
+        counted = (PROBE_TYPE[kind], RESULT[outcome], container, pod, namespace, pod_uid)
+        _child(self._counters, self.probes, counted).inc()
         # As Go: failures are left out of the durations, since most of them are timeouts.
         if outcome != "failure":
-            key = (PROBE_TYPE[kind], container, pod, namespace)
-            histogram = self._histograms.get(key)
-            if histogram is None:
-                histogram = self._histograms[key] = self.duration.labels(*key)
-            histogram.observe(seconds)
+            _child(self._histograms, self.duration, (PROBE_TYPE[kind], container, pod, namespace)).observe(seconds)
 
     def forget(self, kind: ProbeKind, *, container: str, pod: str, namespace: str, pod_uid: str) -> None:
         """Drop a stopped worker's series, as Go does when a worker ends."""
@@ -64,3 +57,11 @@ class ProbeMetrics:
             self.duration.remove(*key)
         except KeyError:
             pass
+
+
+def _child(cache: dict[tuple[str, ...], Any], metric: Any, key: tuple[str, ...]) -> Any:
+    """The metric's child for these label values, from `cache` once it has been made."""
+    child = cache.get(key)
+    if child is None:
+        child = cache[key] = metric.labels(*key)
+    return child

@@ -30,6 +30,15 @@ async def _read_head(stream: trio.abc.Stream) -> bytes:
     return data
 
 
+def _replying(raw: bytes) -> Serve:
+    """An answer that writes `raw` and is done."""
+
+    async def answer(stream: trio.abc.Stream, head: bytes) -> None:
+        await stream.send_all(raw)
+
+    return answer
+
+
 async def _serve_once(
     nursery: trio.Nursery, answer: Serve, *, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None,
     read_first: bool = True,
@@ -62,10 +71,8 @@ async def _get(port: int, path: str = "/", host: str = "127.0.0.1", scheme: str 
 
 
 async def test_one_request_per_connection_and_the_status_of_the_answer(nursery):
-    async def answer(stream, head):
-        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nX-Seen: yes\r\n\r\nfine")
-
-    port, seen = await _serve_once(nursery, answer)
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nX-Seen: yes\r\n\r\nfine"
+    port, seen = await _serve_once(nursery, _replying(reply))
     for _ in range(2):
         assert await _get(port, "/healthz?deep=1") == (200, "", b"")  # no body read for a 2xx
     assert len(seen) == 2  # a connection each
@@ -75,10 +82,7 @@ async def test_one_request_per_connection_and_the_status_of_the_answer(nursery):
 
 
 async def test_the_probe_request_carries_user_agent_accept_and_the_probes_headers(nursery):
-    async def answer(stream, head):
-        await stream.send_all(b"HTTP/1.1 204 No Content\r\n\r\n")
-
-    port, seen = await _serve_once(nursery, answer)
+    port, seen = await _serve_once(nursery, _replying(b"HTTP/1.1 204 No Content\r\n\r\n"))
     url = httpx.URL(f"http://127.0.0.1:{port}/ready")
     assert await probe_http(url, [("X-Probe", "yes")], timeout=1) == ("success", "")
     head = seen[0].lower()
@@ -87,10 +91,7 @@ async def test_the_probe_request_carries_user_agent_accept_and_the_probes_header
 
 
 async def test_a_host_header_of_the_probe_replaces_the_urls(nursery):
-    async def answer(stream, head):
-        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-
-    port, seen = await _serve_once(nursery, answer)
+    port, seen = await _serve_once(nursery, _replying(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
     url = httpx.URL(f"http://127.0.0.1:{port}/")
     assert await probe_http(url, [("Host", "app.example")], timeout=1) == ("success", "")
     assert seen[0].lower().count(b"host:") == 1 and b"host: app.example\r\n" in seen[0].lower()
@@ -113,27 +114,22 @@ async def test_a_redirects_chunked_body_is_read_up_to_max_body_only(nursery):
 
 
 async def test_a_redirects_small_chunked_body_is_decoded(nursery):
-    async def answer(stream, head):
-        await stream.send_all(b"HTTP/1.1 301 Moved\r\nLocation: /y\r\nTransfer-Encoding: chunked\r\n\r\n"
-                              b"3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
-
-    port, _ = await _serve_once(nursery, answer)
+    port, _ = await _serve_once(nursery, _replying(
+        b"HTTP/1.1 301 Moved\r\nLocation: /y\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+    ))
     assert await _get(port) == (301, "/y", b"abcde")
 
 
 async def test_a_body_that_ends_when_the_server_closes(nursery):
-    async def answer(stream, head):
-        await stream.send_all(b"HTTP/1.0 302 Found\r\nLocation: http://10.9.9.9/\r\n\r\nmoved along")
-
-    port, _ = await _serve_once(nursery, answer)
+    reply = b"HTTP/1.0 302 Found\r\nLocation: http://10.9.9.9/\r\n\r\nmoved along"
+    port, _ = await _serve_once(nursery, _replying(reply))
     assert await _get(port) == (302, "http://10.9.9.9/", b"moved along")
 
 
 async def test_an_informational_answer_is_skipped_for_the_final_one(nursery):
-    async def answer(stream, head):
-        await stream.send_all(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
-
-    port, _ = await _serve_once(nursery, answer)
+    reply = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"
+    port, _ = await _serve_once(nursery, _replying(reply))
     assert (await _get(port)).status == 503
 
 
@@ -149,10 +145,7 @@ async def test_a_server_that_closes_without_answering_is_a_protocol_error(nurser
 
 
 async def test_garbage_instead_of_http_is_a_protocol_error(nursery):
-    async def answer(stream, head):
-        await stream.send_all(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")
-
-    port, _ = await _serve_once(nursery, answer)
+    port, _ = await _serve_once(nursery, _replying(b"SSH-2.0-OpenSSH_9.2\r\n\r\n"))
     with pytest.raises(HttpGetError, match="malformed HTTP response"):
         await _get(port)
 
@@ -174,10 +167,7 @@ async def test_ipv6_loopback(nursery):
     except OSError:
         pytest.skip("::1 is not configured on this machine")
 
-    async def answer(stream, head):
-        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-
-    port, seen = await _serve_once(nursery, answer, host="::1")
+    port, seen = await _serve_once(nursery, _replying(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"), host="::1")
     assert (await _get(port, host="::1")).status == 200
     assert f"host: [::1]:{port}".encode() in seen[0].lower()
 
@@ -191,18 +181,14 @@ async def test_https_with_a_certificate_nobody_trusts(nursery):
         server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         server_tls.load_cert_chain(Path(folder) / "cert.pem", Path(folder) / "key.pem")
 
-    async def answer(stream, head):
-        await stream.send_all(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /tls\r\nContent-Length: 6\r\n\r\nsecret")
-
-    port, seen = await _serve_once(nursery, answer, tls=server_tls)
+    reply = b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /tls\r\nContent-Length: 6\r\n\r\nsecret"
+    port, seen = await _serve_once(nursery, _replying(reply), tls=server_tls)
     assert await _get(port, scheme="https") == (307, "/tls", b"secret")
     assert seen[0].startswith(b"GET / HTTP/1.1")
 
 
 async def test_https_to_a_plain_http_server_is_a_connect_error(nursery):
-    async def answer(stream, head):
-        await stream.send_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-
-    port, _ = await _serve_once(nursery, answer, read_first=False)
+    reply = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
+    port, _ = await _serve_once(nursery, _replying(reply), read_first=False)
     with trio.fail_after(10), pytest.raises(HttpGetError, match="TLS handshake"):
         await _get(port, scheme="https")
