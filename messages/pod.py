@@ -1,13 +1,15 @@
 """Kubernetes core/v1 Pod as msgspec Structs: the fields the kubelet reads and reports.
 
-JSON names are the API's (camelCase). Fields the kubelet does not model are dropped on
-decode, as the Go kubelet's manifest decoder drops them. Encoding omits defaults, except
-for fields the API always carries (a container status's ready and restartCount).
+JSON names are the API's (camelCase). Every field of PodSpec, Container and Volume that
+the API defines is here, so that nothing a cluster sends is lost on decoding: the fields
+pykubelet implements are typed; the ones it does not are kept as plain JSON (`Any`), and
+pods/unsupported.py names them when a pod sets them. Encoding omits defaults, except for
+fields the API always carries (a container status's ready and restartCount).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -101,9 +103,57 @@ class Lifecycle(_K8s):
     pre_stop: LifecycleHandler | None = None
 
 
+class ObjectFieldSelector(_K8s):
+    field_path: str
+    api_version: str = ""
+
+
+class ResourceFieldSelector(_K8s):
+    resource: str
+    container_name: str = ""
+    divisor: str | int | float | None = None
+
+
+class ConfigMapKeySelector(_K8s):
+    key: str
+    name: str = ""
+    optional: bool | None = None
+
+
+class SecretKeySelector(_K8s):
+    key: str
+    name: str = ""
+    optional: bool | None = None
+
+
+class EnvVarSource(_K8s):
+    field_ref: ObjectFieldSelector | None = None
+    resource_field_ref: ResourceFieldSelector | None = None
+    config_map_key_ref: ConfigMapKeySelector | None = None
+    secret_key_ref: SecretKeySelector | None = None
+    file_key_ref: Any = None  # not implemented (pods/unsupported.py)
+
+
 class EnvVar(_K8s):
     name: str
     value: str = ""
+    value_from: EnvVarSource | None = None
+
+
+class ConfigMapEnvSource(_K8s):
+    name: str = ""
+    optional: bool | None = None
+
+
+class SecretEnvSource(_K8s):
+    name: str = ""
+    optional: bool | None = None
+
+
+class EnvFromSource(_K8s):
+    prefix: str = ""
+    config_map_ref: ConfigMapEnvSource | None = None
+    secret_ref: SecretEnvSource | None = None
 
 
 class ContainerPort(_K8s):
@@ -119,11 +169,68 @@ class VolumeMount(_K8s):
     mount_path: str
     read_only: bool = False
     sub_path: str = ""
+    sub_path_expr: str = ""
+    mount_propagation: str = ""
+    recursive_read_only: str = ""
 
 
 class ResourceRequirements(_K8s):
     limits: dict[str, str] = {}
     requests: dict[str, str] = {}
+    claims: Any = None  # dynamic resource allocation: not implemented
+
+
+class Capabilities(_K8s):
+    add: list[str] = []
+    drop: list[str] = []
+
+
+class SeccompProfile(_K8s):
+    type: str
+    localhost_profile: str | None = None
+
+
+class AppArmorProfile(_K8s):
+    type: str
+    localhost_profile: str | None = None
+
+
+class SecurityContext(_K8s):
+    """A container's; where it sets a field the pod's PodSecurityContext also has, it wins."""
+
+    capabilities: Capabilities | None = None
+    privileged: bool | None = None
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_non_root: bool | None = None
+    read_only_root_filesystem: bool | None = None
+    allow_privilege_escalation: bool | None = None
+    proc_mount: str | None = None
+    seccomp_profile: SeccompProfile | None = None
+    app_armor_profile: AppArmorProfile | None = None
+    se_linux_options: Any = None
+    windows_options: Any = None
+
+
+class Sysctl(_K8s):
+    name: str
+    value: str
+
+
+class PodSecurityContext(_K8s):
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    run_as_non_root: bool | None = None
+    supplemental_groups: list[int] = []
+    supplemental_groups_policy: str | None = None
+    fs_group: int | None = None
+    fs_group_change_policy: str | None = None
+    sysctls: list[Sysctl] = []
+    seccomp_profile: SeccompProfile | None = None
+    app_armor_profile: AppArmorProfile | None = None
+    se_linux_options: Any = None
+    se_linux_change_policy: Any = None
+    windows_options: Any = None
 
 
 class Container(_K8s):
@@ -145,7 +252,13 @@ class Container(_K8s):
     termination_message_path: str = ""
     termination_message_policy: str = ""
     stdin: bool = False
+    stdin_once: bool = False
     tty: bool = False
+    env_from: list[EnvFromSource] = []
+    security_context: SecurityContext | None = None
+    resize_policy: Any = None
+    restart_policy_rules: Any = None
+    volume_devices: Any = None
 
 
 class HostPathVolumeSource(_K8s):
@@ -158,10 +271,124 @@ class EmptyDirVolumeSource(_K8s):
     size_limit: str | None = None
 
 
+class KeyToPath(_K8s):
+    key: str
+    path: str
+    mode: int | None = None
+
+
+class ConfigMapVolumeSource(_K8s):
+    name: str = ""
+    items: list[KeyToPath] = []
+    default_mode: int | None = None
+    optional: bool | None = None
+
+
+class SecretVolumeSource(_K8s):
+    secret_name: str = ""
+    items: list[KeyToPath] = []
+    default_mode: int | None = None
+    optional: bool | None = None
+
+
+class DownwardAPIVolumeFile(_K8s):
+    path: str
+    field_ref: ObjectFieldSelector | None = None
+    resource_field_ref: ResourceFieldSelector | None = None
+    mode: int | None = None
+
+
+class DownwardAPIVolumeSource(_K8s):
+    items: list[DownwardAPIVolumeFile] = []
+    default_mode: int | None = None
+
+
+class ConfigMapProjection(_K8s):
+    name: str = ""
+    items: list[KeyToPath] = []
+    optional: bool | None = None
+
+
+class SecretProjection(_K8s):
+    name: str = ""
+    items: list[KeyToPath] = []
+    optional: bool | None = None
+
+
+class DownwardAPIProjection(_K8s):
+    items: list[DownwardAPIVolumeFile] = []
+
+
+class ServiceAccountTokenProjection(_K8s):
+    path: str
+    audience: str = ""
+    expiration_seconds: int | None = None
+
+
+class VolumeProjection(_K8s):
+    config_map: ConfigMapProjection | None = None
+    secret: SecretProjection | None = None
+    downward_api: DownwardAPIProjection | None = msgspec.field(default=None, name="downwardAPI")
+    service_account_token: ServiceAccountTokenProjection | None = None
+    cluster_trust_bundle: Any = None  # not implemented
+    pod_certificate: Any = None  # not implemented
+
+
+class ProjectedVolumeSource(_K8s):
+    sources: list[VolumeProjection] = []
+    default_mode: int | None = None
+
+
+# The volume types of the API that pykubelet cannot mount; a pod using one fails to start
+# with a FailedMount event naming the volume and its type.
+UNSUPPORTED_VOLUME_TYPES = (
+    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "ephemeral", "fc",
+    "flexVolume", "flocker", "gcePersistentDisk", "gitRepo", "glusterfs", "image", "iscsi", "nfs",
+    "persistentVolumeClaim", "photonPersistentDisk", "portworxVolume", "quobyte", "rbd", "scaleIO",
+    "storageos", "vsphereVolume",
+)
+
+
 class Volume(_K8s):
     name: str
     host_path: HostPathVolumeSource | None = None
     empty_dir: EmptyDirVolumeSource | None = None
+    config_map: ConfigMapVolumeSource | None = None
+    secret: SecretVolumeSource | None = None
+    downward_api: DownwardAPIVolumeSource | None = msgspec.field(default=None, name="downwardAPI")
+    projected: ProjectedVolumeSource | None = None
+    aws_elastic_block_store: Any = None
+    azure_disk: Any = None
+    azure_file: Any = None
+    cephfs: Any = None
+    cinder: Any = None
+    csi: Any = None
+    ephemeral: Any = None
+    fc: Any = None
+    flex_volume: Any = None
+    flocker: Any = None
+    gce_persistent_disk: Any = None
+    git_repo: Any = None
+    glusterfs: Any = None
+    image: Any = None
+    iscsi: Any = None
+    nfs: Any = None
+    persistent_volume_claim: Any = None
+    photon_persistent_disk: Any = None
+    portworx_volume: Any = None
+    quobyte: Any = None
+    rbd: Any = None
+    scale_io: Any = msgspec.field(default=None, name="scaleIO")
+    storageos: Any = None
+    vsphere_volume: Any = None
+
+    @property
+    def type(self) -> str:
+        """The API name of the volume's source ("configMap", "persistentVolumeClaim"), or ""."""
+        for field in msgspec.structs.fields(self):
+            if field.name != "name" and getattr(self, field.name) is not None:
+                return field.encode_name
+        return ""
 
 
 class Toleration(_K8s):
@@ -188,12 +415,35 @@ class NodeSelector(_K8s):
 
 
 class NodeAffinity(_K8s):
-    # Only the required terms: the kubelet admits on them; preferred ones are the scheduler's.
+    # The kubelet admits on the required terms; preferred ones are the scheduler's.
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: Any = None
 
 
 class Affinity(_K8s):
     node_affinity: NodeAffinity | None = None
+    pod_affinity: Any = None  # the scheduler's
+    pod_anti_affinity: Any = None  # the scheduler's
+
+
+class PodDNSConfigOption(_K8s):
+    name: str = ""
+    value: str | None = None
+
+
+class PodDNSConfig(_K8s):
+    nameservers: list[str] = []
+    searches: list[str] = []
+    options: list[PodDNSConfigOption] = []
+
+
+class HostAlias(_K8s):
+    ip: str
+    hostnames: list[str] = []
+
+
+class PodReadinessGate(_K8s):
+    condition_type: str
 
 
 RestartPolicy = Literal["Always", "OnFailure", "Never"]
@@ -208,8 +458,8 @@ class PodSpec(_K8s):
     dns_policy: str = ""
     node_name: str = ""
     host_network: bool = False
-    host_pid: bool = False
-    host_ipc: bool = False
+    host_pid: bool = msgspec.field(default=False, name="hostPID")
+    host_ipc: bool = msgspec.field(default=False, name="hostIPC")
     hostname: str = ""
     subdomain: str = ""
     service_account_name: str = ""
@@ -221,6 +471,27 @@ class PodSpec(_K8s):
     tolerations: list[Toleration] = []
     node_selector: dict[str, str] = {}
     affinity: Affinity | None = None
+    security_context: PodSecurityContext | None = None
+    dns_config: PodDNSConfig | None = None
+    host_aliases: list[HostAlias] = []
+    set_hostname_as_fqdn: bool | None = msgspec.field(default=None, name="setHostnameAsFQDN")
+    readiness_gates: list[PodReadinessGate] = []
+    automount_service_account_token: bool | None = None
+    service_account: str = ""  # deprecated alias of serviceAccountName
+    share_process_namespace: bool | None = None
+    image_pull_secrets: list[dict[str, str]] = []
+    overhead: dict[str, str] = {}
+    runtime_class_name: str | None = None
+    preemption_policy: str | None = None
+    topology_spread_constraints: Any = None
+    scheduling_gates: Any = None
+    scheduling_group: Any = None
+    os: Any = None
+    ephemeral_containers: Any = None
+    resource_claims: Any = None
+    resources: Any = None  # pod-level resources
+    host_users: bool | None = None
+    hostname_override: str | None = None
 
 
 # --- status --------------------------------------------------------------------------

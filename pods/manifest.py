@@ -42,7 +42,11 @@ LOCAL_ANNOTATIONS = frozenset({CONFIG_SOURCE, CONFIG_MIRROR, CONFIG_SEEN})
 SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 _STATIC_POD_TOLERATION = Toleration(operator="Exists", effect="NoExecute")
-_SUPPORTED_VOLUME_FIELDS = frozenset(f.encode_name for f in msgspec.structs.fields(Volume))
+# A static pod exists without the API server, so it may not read API objects (Go: static
+# pods may not reference ConfigMaps, Secrets or ServiceAccounts; NodeRestriction refuses
+# such a mirror pod).
+_STATIC_POD_VOLUME_TYPES = frozenset({"name", "hostPath", "emptyDir", "downwardAPI"})
+_STATIC_POD_PROJECTIONS = frozenset({"downwardAPI"})
 
 
 class ManifestError(ValueError):
@@ -137,13 +141,43 @@ def _drop_nulls(value: Any) -> Any:
 
 
 def _typed_pod(raw: dict, where: str, origin: str) -> Pod:
-    for i, volume in enumerate((raw.get("spec") or {}).get("volumes") or []):
-        if isinstance(volume, dict) and (unsupported := sorted(set(volume) - _SUPPORTED_VOLUME_FIELDS)):
+    spec = raw.get("spec") or {}
+    for i, volume in enumerate(spec.get("volumes") or []):
+        if not isinstance(volume, dict):
+            continue
+        if isinstance(volume.get("projected"), dict):
+            for j, projection in enumerate(volume["projected"].get("sources") or []):
+                if isinstance(projection, dict) and (refused := sorted(set(projection) - _STATIC_POD_PROJECTIONS)):
+                    raise ManifestError(
+                        origin,
+                        f"{where}spec.volumes[{i}].projected.sources[{j}].{refused[0]}: a static pod may not "
+                        "reference API objects (it must run without the API server); use hostPath or downwardAPI",
+                    )
+            volume = {k: v for k, v in volume.items() if k != "projected"}
+        if unsupported := sorted(set(volume) - _STATIC_POD_VOLUME_TYPES):
             raise ManifestError(
                 origin,
-                f"{where}spec.volumes[{i}].{unsupported[0]}: volume type not supported "
-                "(a static pod may use hostPath and emptyDir volumes)",
+                f"{where}spec.volumes[{i}].{unsupported[0]}: volume type not supported in a static pod "
+                "(a static pod may use hostPath, emptyDir, downwardAPI and projected downwardAPI volumes)",
             )
+    for kind in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(kind) or []):
+            if not isinstance(container, dict):
+                continue
+            if container.get("envFrom"):
+                raise ManifestError(
+                    origin,
+                    f"{where}spec.{kind}[{i}].envFrom: a static pod may not reference ConfigMaps or Secrets",
+                )
+            for j, env in enumerate(container.get("env") or []):
+                source = env.get("valueFrom") if isinstance(env, dict) else None
+                for ref in ("configMapKeyRef", "secretKeyRef"):
+                    if isinstance(source, dict) and ref in source:
+                        raise ManifestError(
+                            origin,
+                            f"{where}spec.{kind}[{i}].env[{j}].valueFrom.{ref}: a static pod may not "
+                            "reference ConfigMaps or Secrets",
+                        )
     try:
         return msgspec.convert(_drop_nulls(raw), Pod)
     except msgspec.ValidationError as exc:
@@ -285,10 +319,7 @@ def apply_api_defaults(pod: Pod) -> Pod:
     priority the Priority admission plugin sets)."""
     spec = pod.spec
     host_network = spec.host_network
-    volumes = [
-        v if v.host_path or v.empty_dir else msgspec.structs.replace(v, empty_dir=EmptyDirVolumeSource())
-        for v in spec.volumes
-    ]
+    volumes = [v if v.type else msgspec.structs.replace(v, empty_dir=EmptyDirVolumeSource()) for v in spec.volumes]
     spec = msgspec.structs.replace(
         spec,
         containers=[_default_container(c, host_network=host_network) for c in spec.containers],

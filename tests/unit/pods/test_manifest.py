@@ -140,7 +140,20 @@ def error_of(data: bytes, *, source: str = "file", origin: str = ORIGIN) -> str:
         ),
         (
             pod_yaml("  - name: web\n    image: a\n", spec="  volumes: [{name: cfg, configMap: {name: x}}]\n"),
-            "spec.volumes[0].configMap: volume type not supported (a static pod may use hostPath and emptyDir volumes)",
+            "spec.volumes[0].configMap: volume type not supported in a static pod (a static pod may use hostPath, "
+            "emptyDir, downwardAPI and projected downwardAPI volumes)",
+        ),
+        (
+            pod_yaml(
+                "  - name: web\n    image: a\n",
+                spec="  volumes: [{name: t, projected: {sources: [{serviceAccountToken: {path: token}}]}}]\n",
+            ),
+            "spec.volumes[0].projected.sources[0].serviceAccountToken: a static pod may not reference API objects "
+            "(it must run without the API server); use hostPath or downwardAPI",
+        ),
+        (
+            pod_yaml("  - name: web\n    image: a\n    env: [{name: P, valueFrom: {secretKeyRef: {name: s, key: k}}}]\n"),
+            "spec.containers[0].env[0].valueFrom.secretKeyRef: a static pod may not reference ConfigMaps or Secrets",
         ),
         (
             pod_yaml("  - name: web\n    image: a\n", spec="  hostNetwork: true\n").replace(
