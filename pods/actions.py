@@ -1,16 +1,20 @@
 """What to do with a pod, given its spec and what the runtime holds: the Go kubelet's
 computePodActions, a pure function. The pod worker calls it on every sync and performs
-the actions it returns (kill, create a sandbox, start init then app containers).
+the actions it returns (kill, create a sandbox, start init then app containers), each
+kill with the grace period kill_grace_period gives it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pykubelet.messages.pod import Container, Pod
+from pykubelet.messages.pod import Container, Pod, Probe
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
 
 from .labels import container_hash
+
+DEFAULT_GRACE_PERIOD = 30  # the API server's default terminationGracePeriodSeconds
+MINIMUM_GRACE_PERIOD = 2  # Go's minimumGracePeriodInSeconds: never less to stop
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,7 @@ class ContainerToKill:
     container_id: str
     name: str
     message: str
+    grace_period_seconds: int | None = None  # None: the pod's grace period
 
 
 @dataclass(frozen=True)
@@ -149,12 +154,69 @@ def should_pull_image(container: Container, present: bool) -> bool:
     return not present
 
 
+# --- grace periods ----------------------------------------------------------------------
+
+
+def kill_grace_period(pod: Pod, container_name: str, probe_kind: str | None) -> int:
+    """Seconds the container gets to stop (Go: setTerminationGracePeriod, then
+    killContainer's floor of MINIMUM_GRACE_PERIOD).
+
+    A deleted pod's deletionGracePeriodSeconds comes first. Else a container killed because
+    its liveness or startup probe failed (probe_kind "liveness" / "startup") gets that
+    probe's terminationGracePeriodSeconds when set, and any other kill the pod's
+    terminationGracePeriodSeconds (30 when omitted, as the API server defaults it).
+    """
+    if pod.metadata.deletion_grace_period_seconds is not None:
+        return max(pod.metadata.deletion_grace_period_seconds, MINIMUM_GRACE_PERIOD)
+    grace = pod.spec.termination_grace_period_seconds
+    if grace is None:
+        grace = DEFAULT_GRACE_PERIOD
+    probe = _probe_of(pod, container_name, probe_kind)
+    if probe is not None and probe.termination_grace_period_seconds is not None:
+        grace = probe.termination_grace_period_seconds
+    return max(grace, MINIMUM_GRACE_PERIOD)
+
+
+def probe_kill(pod: Pod, container_id: str, container_name: str, probe_kind: str) -> ContainerToKill:
+    """The kill of a running container whose liveness or startup probe failed, worded as
+    Go's computePodActions words it, with the probe's grace period."""
+    sidecar = any(c.name == container_name for c in pod.spec.init_containers)
+    if sidecar:
+        message = f"Init container {container_name} failed {probe_kind} probe"
+    else:
+        message = f"Container {container_name} failed {probe_kind} probe"
+        if restart_policy(pod) != "Never":
+            message += ", will be restarted"
+    return ContainerToKill(
+        container_id, container_name, message, kill_grace_period(pod, container_name, probe_kind)
+    )
+
+
+def _probe_of(pod: Pod, container_name: str, probe_kind: str | None) -> Probe | None:
+    attr = {"liveness": "liveness_probe", "startup": "startup_probe"}.get(probe_kind or "")
+    if attr is None:
+        return None  # readiness never kills; no probe: the pod's grace period
+    for container in [*pod.spec.containers, *pod.spec.init_containers]:
+        if container.name == container_name:
+            return getattr(container, attr)
+    return None
+
+
 # --- computePodActions ------------------------------------------------------------------
 
 
-def compute_pod_actions(pod: Pod, status: PodRuntimeStatus) -> PodActions:
-    """Everything to do to bring the runtime to the pod's spec, as one value."""
+def compute_pod_actions(
+    pod: Pod, status: PodRuntimeStatus, *, active_deadline_exceeded: bool = False
+) -> PodActions:
+    """Everything to do to bring the runtime to the pod's spec, as one value.
+
+    active_deadline_exceeded: the pod is past its activeDeadlineSeconds (see
+    active_deadline.past_active_deadline): stop every container and the sandbox, start
+    nothing. Go gets there as the status turns Failed and the pod worker terminates it.
+    """
     create, attempt, sandbox_id = sandbox_changed(status)
+    if active_deadline_exceeded:
+        return PodActions(kill_pod=True, sandbox_id=sandbox_id, attempt=attempt)
     if create:
         return _actions_for_new_sandbox(pod, status, attempt, sandbox_id)
 

@@ -2,12 +2,13 @@
 kubelet's generateAPIPodStatus (container statuses, phase, conditions, IPs, QoS class).
 
 Pure: the pod worker passes in what only it knows (why a container is waiting, probe
-results, the time) and hands the result to the status manager.
+results, the time, whether the active deadline passed) and hands the result to the status
+manager.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 
@@ -29,6 +30,7 @@ from pykubelet.messages.pod import (
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
 
 from .actions import has_any_regular_container_created, is_sidecar, restart_policy, sandbox_changed
+from .active_deadline import DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE
 
 # Waiting reasons (Go: kubelet_pods.go, kuberuntime and images error names).
 CONTAINER_CREATING = "ContainerCreating"
@@ -56,6 +58,7 @@ CONTAINERS_NOT_READY = "ContainersNotReady"
 CONTAINERS_NOT_INITIALIZED = "ContainersNotInitialized"
 POD_COMPLETED = "PodCompleted"
 POD_FAILED = "PodFailed"
+READINESS_GATES_NOT_READY = "ReadinessGatesNotReady"
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
@@ -87,6 +90,7 @@ def compute_pod_status(
     ready: Mapping[str, bool] | None = None,
     started: Mapping[str, bool] | None = None,
     pod_is_terminal: bool = False,
+    active_deadline_exceeded: bool = False,
 ) -> PodStatus:
     """The pod's API status.
 
@@ -99,6 +103,12 @@ def compute_pod_status(
         restart counts, condition transition times, startTime and a terminal phase.
     pod_is_terminal: the worker decided the pod is done (Go's podIsTerminal): all
         stopped containers then make the pod Succeeded or Failed whatever the policy.
+    active_deadline_exceeded: the pod is past its activeDeadlineSeconds (see
+        active_deadline.past_active_deadline): phase Failed, reason DeadlineExceeded (Go:
+        the active deadline handler's ShouldEvict).
+
+    Conditions the kubelet does not own (readiness gates' and others') are kept as the
+    API holds them in pod.status; Ready also waits for every readiness gate's condition.
     """
     old = previous if previous is not None else pod.status
     ctx = _Context(pod, runtime, waiting, runtime_name, ready or {}, started or {})
@@ -124,14 +134,21 @@ def compute_pod_status(
     if phase == old.phase:
         reason = old.reason or pod.status.reason
         message = old.message or pod.status.message
+    if active_deadline_exceeded:
+        phase, reason, message = FAILED, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE
+    if pod.status.phase in TERMINAL_PHASES and phase != pod.status.phase:
+        phase = pod.status.phase  # the API's terminal phase is final (Go keeps the reason)
 
     kept = [c for c in pod.status.conditions if c.type not in KUBELET_CONDITIONS]
+    ready_to_start = PodCondition(
+        type=POD_READY_TO_START_CONTAINERS, status="False" if sandbox_changed(runtime)[0] else "True"
+    )
+    initialized = initialized_condition(pod, all_statuses, phase)
     generated = [
-        PodCondition(
-            type=POD_READY_TO_START_CONTAINERS, status="False" if sandbox_changed(runtime)[0] else "True"
-        ),
-        initialized_condition(pod, all_statuses, phase),
-        ready_condition(pod, all_statuses, phase),
+        ready_to_start,
+        initialized,
+        # Go looks the gates up in the conditions built so far: the kept ones, then these.
+        ready_condition(pod, all_statuses, phase, [*kept, ready_to_start, initialized]),
         containers_ready_condition(pod, all_statuses, phase),
         PodCondition(type=POD_SCHEDULED, status="True"),
     ]
@@ -459,10 +476,29 @@ def containers_ready_condition(pod: Pod, statuses: list[ContainerStatus], phase:
     return PodCondition(type=CONTAINERS_READY, status="True")
 
 
-def ready_condition(pod: Pod, statuses: list[ContainerStatus], phase: str) -> PodCondition:
-    """Ready follows ContainersReady (there are no readiness gates here)."""
+def ready_condition(
+    pod: Pod, statuses: list[ContainerStatus], phase: str, conditions: Sequence[PodCondition] = ()
+) -> PodCondition:
+    """Go's GeneratePodReadyCondition: ContainersReady's status, reason and message while
+    it is not True; then True only if each readiness gate's condition is in `conditions`
+    with status True."""
     ready = containers_ready_condition(pod, statuses, phase)
-    return PodCondition(type=READY, status=ready.status, reason=ready.reason, message=ready.message)
+    if ready.status != "True":
+        return PodCondition(type=READY, status=ready.status, reason=ready.reason, message=ready.message)
+    unready = []
+    for gate in pod.spec.readiness_gates:
+        found = next((c for c in conditions if c.type == gate.condition_type), None)
+        if found is None:
+            unready.append(f'corresponding condition of pod readiness gate "{gate.condition_type}" does not exist.')
+        elif found.status != "True":
+            unready.append(
+                f'the status of pod readiness gate "{gate.condition_type}" is not "True", but {found.status}'
+            )
+    if unready:
+        return PodCondition(
+            type=READY, status="False", reason=READINESS_GATES_NOT_READY, message=", ".join(unready)
+        )
+    return PodCondition(type=READY, status="True")
 
 
 def initialized_condition(pod: Pod, statuses: list[ContainerStatus], phase: str) -> PodCondition:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from pykubelet.messages.pod import Container, ObjectMeta, Pod, PodSpec
+from pykubelet.messages.pod import Container, ExecAction, ObjectMeta, Pod, PodSpec, Probe
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus, SandboxRuntimeStatus
 from pykubelet.pods.actions import (
     ContainerToKill,
     PodActions,
     compute_pod_actions,
     image_pull_policy,
+    kill_grace_period,
+    probe_kill,
     restart_count_for,
     sandbox_changed,
     should_pull_image,
@@ -251,3 +253,112 @@ def test_should_pull_image(behaviour, container, present, pull):
 
 def test_registry_port_is_not_a_tag():
     assert image_pull_policy(Container(image="127.0.0.1:5000/busybox")) == "Always"
+
+
+# --- activeDeadlineSeconds --------------------------------------------------------------
+
+DEADLINE_ROWS = [
+    ("running pod past its deadline: kill it, start nothing",
+     make_pod("a", "b"), runtime(ctr("a", "running"), ctr("b", "exited", 1)),
+     PodActions(kill_pod=True, sandbox_id="s1")),
+    ("a container that never ran is not started",
+     make_pod("a", "b"), runtime(ctr("a", "running")),
+     PodActions(kill_pod=True, sandbox_id="s1")),
+    ("init containers are not started either",
+     make_pod("a", init=("i1", "i2")), runtime(ctr("i1", "exited", 0)),
+     PodActions(kill_pod=True, sandbox_id="s1")),
+    ("dead sandbox: no new one",
+     make_pod("a"), runtime(ctr("a", "exited", 0), sandboxes=DEAD),
+     PodActions(kill_pod=True, sandbox_id="s1", attempt=3)),
+    ("no sandbox at all: none is created",
+     make_pod("a"), runtime(sandboxes=NO_SANDBOX),
+     PodActions(kill_pod=True)),
+    ("a changed spec restarts nothing",
+     make_pod("a"), runtime(ctr("a", "running", id="c1", image="busybox:0")),
+     PodActions(kill_pod=True, sandbox_id="s1")),
+]
+
+
+@pytest.mark.parametrize("behaviour, pod, status, expected", DEADLINE_ROWS, ids=[row[0] for row in DEADLINE_ROWS])
+def test_past_the_active_deadline_the_pod_is_killed_and_nothing_starts(behaviour, pod, status, expected):
+    assert compute_pod_actions(pod, status, active_deadline_exceeded=True) == expected
+
+
+def test_before_the_active_deadline_the_pod_runs_as_usual():
+    pod, status = make_pod("a", "b"), runtime(ctr("a", "running"))
+    assert compute_pod_actions(pod, status, active_deadline_exceeded=False) == compute_pod_actions(pod, status)
+    assert compute_pod_actions(pod, status).containers_to_start == (1,)
+
+
+# --- grace periods ----------------------------------------------------------------------
+
+EXEC = ExecAction(command=["true"])
+
+
+def grace_pod(pod_grace: int | None = None, *, liveness: int | None = None, startup: int | None = None,
+              deletion: int | None = None, policy: str = "", sidecar: bool = False) -> Pod:
+    """Container "a" (an app container, or a sidecar) with liveness and startup probes
+    whose terminationGracePeriodSeconds are `liveness` and `startup`."""
+    a = Container(
+        name="a", image=IMAGE, restart_policy="Always" if sidecar else None,
+        liveness_probe=Probe(exec=EXEC, termination_grace_period_seconds=liveness),
+        startup_probe=Probe(exec=EXEC, termination_grace_period_seconds=startup),
+    )
+    return Pod(
+        metadata=ObjectMeta(name="p", namespace="ns", uid="u1", deletion_grace_period_seconds=deletion),
+        spec=PodSpec(
+            containers=[Container(name="main", image=IMAGE)] if sidecar else [a],
+            init_containers=[a] if sidecar else [],
+            termination_grace_period_seconds=pod_grace,
+            restart_policy=policy,
+        ),
+    )
+
+
+GRACE_ROWS = [
+    ("no grace period anywhere: the API default, 30", grace_pod(), "liveness", 30),
+    ("the pod's for a kill that is not a probe's", grace_pod(45, liveness=5), None, 45),
+    ("liveness failure: the liveness probe's", grace_pod(45, liveness=5, startup=7), "liveness", 5),
+    ("startup failure: the startup probe's", grace_pod(45, liveness=5, startup=7), "startup", 7),
+    ("liveness failure, probe without one: the pod's", grace_pod(45, startup=7), "liveness", 45),
+    ("the probe's may exceed the pod's", grace_pod(10, liveness=120), "liveness", 120),
+    ("probe's over the API default when the pod sets none", grace_pod(liveness=60), "liveness", 60),
+    ("readiness never kills: the pod's", grace_pod(45, liveness=5), "readiness", 45),
+    ("a sidecar's probe counts too", grace_pod(45, liveness=5, sidecar=True), "liveness", 5),
+    ("a container not in the spec: the pod's", grace_pod(45, liveness=5), "liveness", 45),
+    ("a deleted pod's deletion grace period comes first", grace_pod(45, liveness=5, deletion=3), "liveness", 3),
+    ("never less than 2 seconds: the pod's", grace_pod(0), None, 2),
+    ("never less than 2 seconds: the probe's", grace_pod(45, liveness=1), "liveness", 2),
+    ("never less than 2 seconds: the deletion's", grace_pod(45, deletion=0), None, 2),
+]
+
+
+@pytest.mark.parametrize("behaviour, pod, probe_kind, expected", GRACE_ROWS, ids=[r[0] for r in GRACE_ROWS])
+def test_kill_grace_period(behaviour, pod, probe_kind, expected):
+    name = "gone" if "not in the spec" in behaviour else "a"
+    assert kill_grace_period(pod, name, probe_kind) == expected
+
+
+PROBE_KILL_ROWS = [
+    ("liveness failure under Always: will be restarted, the probe's grace period",
+     grace_pod(45, liveness=5), "liveness",
+     ContainerToKill("c1", "a", "Container a failed liveness probe, will be restarted", 5)),
+    ("startup failure under OnFailure: will be restarted",
+     grace_pod(45, startup=7, policy="OnFailure"), "startup",
+     ContainerToKill("c1", "a", "Container a failed startup probe, will be restarted", 7)),
+    ("liveness failure under Never: killed, not restarted, the pod's grace period",
+     grace_pod(45, policy="Never"), "liveness",
+     ContainerToKill("c1", "a", "Container a failed liveness probe", 45)),
+    ("a sidecar's: named an init container",
+     grace_pod(45, liveness=5, sidecar=True, policy="Never"), "liveness",
+     ContainerToKill("c1", "a", "Init container a failed liveness probe", 5)),
+]
+
+
+@pytest.mark.parametrize("behaviour, pod, probe_kind, expected", PROBE_KILL_ROWS, ids=[r[0] for r in PROBE_KILL_ROWS])
+def test_probe_kill(behaviour, pod, probe_kind, expected):
+    assert probe_kill(pod, "c1", "a", probe_kind) == expected
+
+
+def test_a_kill_without_a_grace_period_takes_the_pods():
+    assert ContainerToKill("c", "a", "m").grace_period_seconds is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from pykubelet.messages.pod import (
@@ -15,6 +16,7 @@ from pykubelet.messages.pod import (
     Pod,
     PodCondition,
     PodIP,
+    PodReadinessGate,
     PodSpec,
     PodStatus,
     Probe,
@@ -313,6 +315,114 @@ def test_conditions_the_kubelet_does_not_own_are_kept():
     gate = PodCondition(type="example.com/Gate", status="True")
     status = status_of(make_pod("a", conditions=(gate,)), runtime(ctr("a", "running")))
     assert status.conditions[0] == gate
+
+
+def gated(pod: Pod, *gates: str) -> Pod:
+    return msgspec.structs.replace(
+        pod, spec=msgspec.structs.replace(pod.spec, readiness_gates=[PodReadinessGate(condition_type=g) for g in gates])
+    )
+
+
+GATE_A, GATE_B = "example.com/feature-a", "example.com/feature-b"
+MISSING_A = f'corresponding condition of pod readiness gate "{GATE_A}" does not exist.'
+
+GATE_ROWS = [
+    ("no gates: Ready follows ContainersReady",
+     make_pod("a"), ("True", "", "")),
+    ("containers not ready: ContainersReady's reason, whatever the gates",
+     gated(make_pod("a", readiness=("a",)), GATE_A),
+     ("False", "ContainersNotReady", "containers with unready status: [a]")),
+    ("gate's condition missing",
+     gated(make_pod("a"), GATE_A),
+     ("False", "ReadinessGatesNotReady", MISSING_A)),
+    ("gate's condition False",
+     gated(make_pod("a", conditions=(PodCondition(type=GATE_A, status="False"),)), GATE_A),
+     ("False", "ReadinessGatesNotReady", f'the status of pod readiness gate "{GATE_A}" is not "True", but False')),
+    ("gate's condition Unknown",
+     gated(make_pod("a", conditions=(PodCondition(type=GATE_A, status="Unknown"),)), GATE_A),
+     ("False", "ReadinessGatesNotReady", f'the status of pod readiness gate "{GATE_A}" is not "True", but Unknown')),
+    ("gate's condition True: Ready",
+     gated(make_pod("a", conditions=(PodCondition(type=GATE_A, status="True"),)), GATE_A),
+     ("True", "", "")),
+    ("every gate must be True: one True, one missing",
+     gated(make_pod("a", conditions=(PodCondition(type=GATE_B, status="True"),)), GATE_A, GATE_B),
+     ("False", "ReadinessGatesNotReady", MISSING_A)),
+    ("each unready gate is named, in spec order",
+     gated(make_pod("a", conditions=(PodCondition(type=GATE_B, status="False"),)), GATE_A, GATE_B),
+     ("False", "ReadinessGatesNotReady",
+      f'{MISSING_A}, the status of pod readiness gate "{GATE_B}" is not "True", but False')),
+    ("a gate on a condition the kubelet sets is read from the kubelet's",
+     gated(make_pod("a"), "Initialized"), ("True", "", "")),
+]
+
+
+@pytest.mark.parametrize("behaviour, pod, ready", GATE_ROWS, ids=[r[0] for r in GATE_ROWS])
+def test_readiness_gates(behaviour, pod, ready):
+    status = status_of(pod, runtime(ctr("a", "running")))
+    assert conditions(status)["Ready"] == ready
+    assert conditions(status)["ContainersReady"][0] == ("False" if pod.spec.containers[0].readiness_probe else "True")
+
+
+def test_readiness_gate_conditions_from_the_api_are_reported_untouched_before_the_kubelets():
+    gate = PodCondition(type=GATE_A, status="True", last_transition_time=EARLIER, reason="LoadBalancerReady")
+    # The kubelet's previous status had the gate False: the API's pod.status wins.
+    previous = PodStatus(conditions=[PodCondition(type=GATE_A, status="False")])
+    status = status_of(gated(make_pod("a", conditions=(gate,)), GATE_A), runtime(ctr("a", "running")),
+                       previous=previous)
+    assert status.conditions[0] == gate
+    assert [c.type for c in status.conditions] == [
+        GATE_A, "PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
+    assert conditions(status)["Ready"] == ("True", "", "")
+
+
+# --- activeDeadlineSeconds --------------------------------------------------------------
+
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+
+
+def failed_by_deadline(status: PodStatus) -> bool:
+    return (status.phase, status.reason, status.message) == ("Failed", "DeadlineExceeded", DEADLINE_MESSAGE)
+
+
+DEADLINE_ROWS = [
+    ("running pod", make_pod("a"), runtime(ctr("a", "running")), None),
+    ("pending pod", make_pod("a", init=("i",)), runtime(ctr("i", "running")), None),
+    ("containers already stopped", make_pod("a"), runtime(ctr("a", "exited", 0), sandboxes=()), None),
+    ("reported Running before, with another reason", make_pod("a"), runtime(ctr("a", "running")),
+     PodStatus(phase="Running", reason="Something", message="else")),
+    ("reported Failed by the deadline before", make_pod("a"), runtime(), PodStatus(
+        phase="Failed", reason="DeadlineExceeded", message=DEADLINE_MESSAGE)),
+]
+
+
+@pytest.mark.parametrize("behaviour, pod, rt, previous", DEADLINE_ROWS, ids=[r[0] for r in DEADLINE_ROWS])
+def test_past_the_active_deadline_the_pod_is_failed_deadline_exceeded(behaviour, pod, rt, previous):
+    status = status_of(pod, rt, previous=previous, active_deadline_exceeded=True)
+    assert failed_by_deadline(status)
+    assert conditions(status)["Ready"] == ("False", "PodFailed", "")
+    assert conditions(status)["ContainersReady"] == ("False", "PodFailed", "")
+
+
+def test_failed_by_the_deadline_stays_failed_with_its_reason():
+    first = status_of(make_pod("a"), runtime(ctr("a", "running")), active_deadline_exceeded=True)
+    # Later syncs: the containers are gone; the worker would still pass True, but even
+    # without it the phase is final and keeps its reason.
+    later = status_of(make_pod("a"), runtime(ctr("a", "exited", 137)), previous=first)
+    assert failed_by_deadline(later)
+
+
+def test_before_the_active_deadline_the_phase_is_the_containers():
+    status = status_of(make_pod("a"), runtime(ctr("a", "running")), active_deadline_exceeded=False)
+    assert (status.phase, status.reason, status.message) == ("Running", "", "")
+
+
+def test_the_apis_terminal_phase_is_never_changed():
+    pod = make_pod("a", policy="Never")
+    pod.status.phase = "Succeeded"
+    status = status_of(pod, runtime(ctr("a", "exited", 0)), active_deadline_exceeded=True)
+    assert status.phase == "Succeeded"  # Go forces the API's phase back, keeping the reason
+    pod.status.phase = "Failed"
+    assert status_of(pod, runtime(ctr("a", "exited", 0))).phase == "Failed"
 
 
 # --- addresses, start time --------------------------------------------------------------
