@@ -24,6 +24,7 @@ from cri_api.v1 import api_pb2
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.actors.volumes.manager import VolumeManager
 from pykubelet.pods.gc import (
     GcContainer,
     GcImage,
@@ -34,6 +35,7 @@ from pykubelet.pods.gc import (
     containers_to_remove,
     detect_images,
     images_to_remove,
+    pod_dirs_to_remove,
     pod_log_dirs_to_remove,
     sandboxes_to_remove,
 )
@@ -125,15 +127,17 @@ def gc_actor(
     desired: DesiredPods,
     metrics: GcMetrics,
     pod_logs_dir: str,
+    volumes: VolumeManager | None = None,
     wall_clock: Callable[[], float] = time.time,
     fs_usage: Callable[[str], ImageFsUsage] = statvfs_usage,
 ):
-    """`wall_clock` dates the CRI's timestamps (Unix time); the periods run on trio's clock."""
+    """`wall_clock` dates the CRI's timestamps (Unix time); the periods run on trio's clock.
+    `volumes`: whose pod directories to clean up (None: none)."""
 
     async def run(ctx: ActorContext) -> None:
         collector = GarbageCollector(
             settings, runtime=runtime, desired=desired, metrics=metrics, pod_logs_dir=pod_logs_dir,
-            wall_clock=wall_clock, fs_usage=fs_usage,
+            volumes=volumes, wall_clock=wall_clock, fs_usage=fs_usage,
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_every, runtime, settings.container_period, "container", collector.collect_containers)
@@ -173,10 +177,12 @@ class GarbageCollector:
         desired: DesiredPods,
         metrics: GcMetrics,
         pod_logs_dir: str,
+        volumes: VolumeManager | None = None,
         wall_clock: Callable[[], float] = time.time,
         fs_usage: Callable[[str], ImageFsUsage] = statvfs_usage,
     ) -> None:
         self.settings = settings
+        self.volumes = volumes
         self.runtime = runtime
         self.desired = desired
         self.metrics = metrics
@@ -224,6 +230,10 @@ class GarbageCollector:
 
         live = {s.pod_uid for s in sandboxes} | {c.pod_uid for c in containers}
         removed_dirs = self._remove_pod_log_dirs(live)
+        if self.volumes is not None:
+            for uid in pod_dirs_to_remove(self.volumes.pods_on_disk(), desired_pod_uids=self.desired(), live_pod_uids=live):
+                log.info("removing the volumes and files of a pod that is gone", extra={"pod_uid": uid})
+                await self.volumes.tear_down(uid)
         self.metrics.duration.labels("containers").observe(time.perf_counter() - clock)
         dead = sum(1 for c in containers if c.managed and c.state == "exited")
         level = logging.INFO if removed_containers or removed_sandboxes or removed_dirs else logging.DEBUG

@@ -18,6 +18,7 @@ the sources, which restart with it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 
@@ -44,12 +45,21 @@ from pykubelet.actors.sources.file import file_source_actor
 from pykubelet.actors.sources.api import api_source_actor
 from pykubelet.actors.sources.http import http_source_actor
 from pykubelet.actors.status_manager import status_manager_actor
+from pykubelet.actors.volumes import ObjectCache, TokenManager, VolumeManager, object_watches_actor
 from pykubelet.messages.pod_status_reports import StatusManagerMessage
 from pykubelet.actors.sync_loop import DesiredPods, SyncLoopSettings, sync_loop_actor
-from pykubelet.messages.pod_updates import SourcePods, SyncLoopMessage
+from pykubelet.messages.pod_updates import ObjectsChanged, SourcePods, SyncLoopMessage
 from pykubelet.pods.backoff import CrashLoopBackOff
 from pykubelet.ports.apiserver import ApiClient, Credentials, RestClientMetrics
-from pykubelet.supervisor import ChildSpec, MailboxSpec, RestartBackoff, RestartIntensity, Supervisor
+from pykubelet.supervisor import (
+    ChildSpec,
+    MailboxFull,
+    MailboxSpec,
+    RestartBackoff,
+    RestartIntensity,
+    Supervisor,
+    UnknownAddress,
+)
 
 ADMIN_SOCKET_NAME = "pykubelet.sock"
 
@@ -113,6 +123,8 @@ class Daemon:
         self.api: ApiClient | None = None
         self.heartbeat: ApiClient | None = None
         self.events_api: ApiClient | None = None
+        self.objects: ObjectCache | None = None
+        tokens: TokenManager | None = None
         if settings.cluster is not None:
             cluster = settings.cluster
             rest_metrics = RestClientMetrics(self.metrics)
@@ -128,12 +140,15 @@ class Daemon:
                 cluster.credentials, qps=None,
                 timeout=min(cluster.lease.duration, cluster.node_status.update_frequency),
             )
+            self.objects = ObjectCache(on_change=self._objects_changed)
+            tokens = TokenManager(self.api)
         node = settings.node or NodeSettings(
             name="localhost", host_ip="127.0.0.1", root_dir=settings.root_dir,
             pod_logs_dir=os.path.join(settings.root_dir, "pod-logs"),
         )
         self.node = node
         self.events = EventRecorder(self.metrics, host=node.name)
+        self.volumes = VolumeManager(node.root_dir, tokens=tokens)
         deps = PodWorkerDeps(
             runtime=self.runtime,
             statuses=self.statuses,
@@ -145,6 +160,8 @@ class Daemon:
             probe_results=self.probe_results,
             runtime_pods=self.runtime_pods,
             resync_period=settings.sync.sync_frequency,
+            volumes=self.volumes,
+            objects=self.objects,
         )
         self.root = Supervisor("root", self._children(deps), strategy="rest_for_one")
         self.metrics.register(ActorTreeCollector(self.root.snapshot, fold=["root/pod-workers", "root/probes"]))
@@ -187,7 +204,7 @@ class Daemon:
                 "gc",
                 gc_actor(
                     settings.gc, runtime=self.runtime, desired=self.desired.current,
-                    metrics=GcMetrics(self.metrics), pod_logs_dir=self.node.pod_logs_dir,
+                    metrics=GcMetrics(self.metrics), pod_logs_dir=self.node.pod_logs_dir, volumes=self.volumes,
                 ),
             ),
             ChildSpec(
@@ -219,6 +236,7 @@ class Daemon:
         if cluster is None:
             return []
         return [
+            ChildSpec("object-watches", object_watches_actor(client=self.api, cache=self.objects)),
             ChildSpec(
                 "node-status",
                 node_status_actor(
@@ -270,6 +288,12 @@ class Daemon:
                 check_frequency=settings.http_check_frequency,
             )))
         return sources
+
+    def _objects_changed(self, pod_uids: set[str]) -> None:
+        """A watched object changed: the sync loop syncs the pods that read it. A full
+        mailbox loses nothing: every pod resyncs every --sync-frequency anyway."""
+        with contextlib.suppress(UnknownAddress, MailboxFull):
+            self.root.registry.lookup("root/sync-loop").send_nowait(ObjectsChanged(pod_uids=sorted(pod_uids)))
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Run the tree until cancelled; raises RestartIntensityExceeded if the root gives up."""

@@ -22,6 +22,7 @@ from pykubelet.messages.pod import Pod, PodStatus
 from pykubelet.messages.pod_updates import (
     HousekeepingTick,
     ManifestProblems,
+    ObjectsChanged,
     PlegEvent,
     PodUpdate,
     ProbeResult,
@@ -30,7 +31,8 @@ from pykubelet.messages.pod_updates import (
     SyncPod,
     TerminatePod,
 )
-from pykubelet.pods.admission import admit
+from pykubelet.pods.admission import UNSUPPORTED_POD_SPEC, admit
+from pykubelet.pods.unsupported import unsupported_fields, why_ignored
 from pykubelet.supervisor import ActorContext, ChildSpec, MailboxFull, MailboxSpec, Supervisor
 
 log = logging.getLogger("pykubelet.syncloop")
@@ -124,6 +126,7 @@ class SyncLoop:
         self.runtime_pods = runtime_pods
         self.desired: dict[str, Pod] = {}
         self.rejected: set[str] = set()
+        self.warned: dict[str, set[str]] = {}  # per pod UID, the unsupported fields named once
         self.terminating: set[str] = set()  # asked to terminate, worker not yet gone
         self.events: EventRecorder | None = None
         self.sources_ready = False
@@ -138,6 +141,10 @@ class SyncLoop:
                 await self._on_pod_event(message.pod_uid)
         elif isinstance(message, ProbeResult):
             await self._on_pod_event(message.pod_uid)
+        elif isinstance(message, ObjectsChanged):
+            for uid in message.pod_uids:
+                if uid in self.desired:
+                    await self._on_pod_event(uid)
         elif isinstance(message, HousekeepingTick):
             await self._housekeeping()
         elif isinstance(message, SourcesReady):
@@ -155,6 +162,7 @@ class SyncLoop:
                 # Deleted in the API server: stop it with the grace period the deletion
                 # carries; the status manager then deletes the object.
                 self.desired.pop(uid, None)
+                self.warned.pop(uid, None)
                 if uid not in self.rejected:
                     await self._terminate(
                         uid, reason="deleted in the API server",
@@ -170,10 +178,12 @@ class SyncLoop:
             elif update.op in ("ADD", "UPDATE", "RECONCILE"):
                 if uid in self.rejected:
                     continue
+                self._warn_unsupported(pod)
                 self.desired[uid] = pod
                 await self._sync(pod)
             elif update.op == "REMOVE":
                 self.desired.pop(uid, None)
+                self.warned.pop(uid, None)
                 if uid in self.rejected:
                     self.rejected.discard(uid)
                     self.statuses.remove(uid)
@@ -182,8 +192,9 @@ class SyncLoop:
                 await self._terminate(uid, reason=f"removed from its source ({update.source})")
 
     def _admit(self, pod: Pod) -> bool:
-        """Go's admission: pod count (--max-pods), cpu and memory requests against the
-        node's allocatable, nodeSelector and required node affinity, nodeName."""
+        """Go's admission: the pod's OS, pod count (--max-pods), cpu and memory requests
+        against the node's allocatable, nodeSelector and required node affinity, nodeName;
+        and pykubelet's: no field it does not implement (UnsupportedPodSpec)."""
         node = self.settings.node
         allocatable = {**node.allocatable, "pods": self.settings.max_pods}
         ok, reason, message = admit(
@@ -191,6 +202,7 @@ class SyncLoop:
             running_pods=[p for p in self.desired.values() if p.status.phase not in ("Succeeded", "Failed")],
         )
         if ok:
+            self._warn_unsupported(pod)
             return True
         log.warning("pod rejected: %s", message, extra={"pod": pod.full_name, "reason": reason})
         self.rejected.add(pod.metadata.uid)
@@ -198,6 +210,26 @@ class SyncLoop:
         if self.events is not None:
             self.events.record(pod_reference(pod), "Warning", reason, message)
         return False
+
+    def _warn_unsupported(self, pod: Pod) -> None:
+        """Name each ignored field of an admitted pod once. A refused field seen after
+        admission was added to the running pod (the API allows that for ephemeral
+        containers only): the pod is not failed for it, but an event says why nothing
+        starts to whoever waits on kubectl debug."""
+        uid = pod.metadata.uid
+        fields = unsupported_fields(pod)
+        named = self.warned.setdefault(uid, set())
+        for path in (*fields.refused, *fields.ignored):
+            if path in named:
+                continue
+            named.add(path)
+            if path in fields.ignored:
+                message = f"{path} {why_ignored(path)}"
+            else:
+                message = f"pykubelet does not implement {path}; the running pod goes on without it"
+            log.warning("pod %s: %s", pod.full_name, message, extra={"pod": pod.full_name, "pod_uid": uid})
+            if (path in fields.refused or path == "spec.ephemeralContainers") and self.events is not None:
+                self.events.record(pod_reference(pod), "Warning", UNSUPPORTED_POD_SPEC, message)
 
     async def _on_pod_event(self, uid: str) -> None:
         """Something changed for this pod in the runtime (PLEG) or in a probe's result."""

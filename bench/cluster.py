@@ -218,16 +218,18 @@ class ApiStart:
     posted: float  # seconds the POSTs took
     started_wall: float  # unix time of the first POST
     done_wall: float  # unix time the watch showed the last pod Running
+    each: list[float]  # per pod, seconds from the first POST until the watch showed it Running
 
 
-def api_start(server: LocalApiServer, daemon: ClusterDaemon, count: int) -> ApiStart:
+def api_start(server: LocalApiServer, daemon: ClusterDaemon, count: int, make_pod=bench_pod) -> ApiStart:
+    """`make_pod(name, node)`: the pod to create (bench_pod: one looping container)."""
     watcher = PodWatch(server)
     try:
         wanted = names(count)
         started_wall = time.time()
         started = time.perf_counter()
         for name in wanted:
-            created = server.admin.post(PODS, json=bench_pod(name, NODE))
+            created = server.admin.post(PODS, json=make_pod(name, NODE))
             if created.status_code != 201:
                 raise RuntimeError(f"creating pod {name}: {created.status_code} {created.text}")
         posted = time.perf_counter() - started
@@ -241,7 +243,8 @@ def api_start(server: LocalApiServer, daemon: ClusterDaemon, count: int) -> ApiS
                 raise RuntimeError(f"{missing} API pods not Running after {TIMEOUT:g}s\n{daemon.log()[-4000:]}")
             time.sleep(0.01)
         seconds = max(watcher.running[name] for name in wanted) - started
-        return ApiStart(seconds, posted, started_wall, started_wall + seconds)
+        each = sorted(watcher.running[name] - started for name in wanted)
+        return ApiStart(seconds, posted, started_wall, started_wall + seconds, each)
     finally:
         watcher.close()
 

@@ -78,6 +78,10 @@ def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> Da
             host_ip=node_ip(flags.node_ip),
             root_dir=root_dir,
             pod_logs_dir=config.pod_logs_dir,
+            cluster_dns=tuple(config.cluster_dns),
+            cluster_domain=config.cluster_domain,
+            resolv_conf=config.resolv_conf,
+            allocatable=node_allocatable_quantities(root_dir),
         ),
         healthz_bind_address=config.healthz_bind_address,
         healthz_port=config.healthz_port,
@@ -127,6 +131,12 @@ def cluster_settings(flags, config, root_dir: str) -> ClusterSettings | None:
         event_record_qps=config.event_record_qps,
         event_burst=config.event_burst,
     )
+
+
+def node_allocatable_quantities(root_dir: str) -> dict[str, str]:
+    """What a resourceFieldRef without a limit reads (allocatable = capacity here)."""
+    facts = read_node_facts(root_dir)
+    return {"cpu": f"{facts.cpu_count * 1000}m", "memory": str(facts.memory_bytes)}
 
 
 def node_view(flags, root_dir: str) -> NodeView:

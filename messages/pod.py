@@ -101,6 +101,7 @@ class LifecycleHandler(_K8s):
 class Lifecycle(_K8s):
     post_start: LifecycleHandler | None = None
     pre_stop: LifecycleHandler | None = None
+    stop_signal: str | None = None  # not implemented (pods/unsupported.py)
 
 
 class ObjectFieldSelector(_K8s):

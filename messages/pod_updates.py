@@ -69,7 +69,14 @@ class HousekeepingTick(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
     """Every 2s: find pods running in the runtime that no source wants."""
 
 
-SyncLoopMessage = PodUpdate | SourcesReady | ManifestProblems | PlegEvent | ProbeResult | HousekeepingTick
+class ObjectsChanged(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """A ConfigMap or Secret these pods read changed: sync them, so that their volumes
+    show it (Go reaches them at the next sync; this is sooner)."""
+
+    pod_uids: list[str]
+
+
+SyncLoopMessage = PodUpdate | SourcesReady | ManifestProblems | PlegEvent | ProbeResult | HousekeepingTick | ObjectsChanged
 
 # --- sync loop -> pod worker --------------------------------------------------------
 

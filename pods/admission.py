@@ -1,8 +1,9 @@
 """Pod admission: does a pod bound to this node fit it? The Go kubelet's predicate admit
-handler (pkg/kubelet/lifecycle/predicate.go, the scheduler's AdmissionCheck): pod count
-and cpu/memory requests against allocatable, then nodeSelector and required node affinity
-against the node's labels, then spec.nodeName. Pure; the sync loop calls it on ADD and
-fails a rejected pod with the first reason, as Go does.
+handler (pkg/kubelet/lifecycle/predicate.go, the scheduler's AdmissionCheck): the pod's OS,
+then pykubelet's own check that the pod sets no field it does not implement
+(pods/unsupported.py), then pod count and cpu/memory requests against allocatable, then
+nodeSelector and required node affinity against the node's labels, then spec.nodeName.
+Pure; the sync loop calls it on ADD and fails a rejected pod with the first reason, as Go does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pykubelet.messages.pod import Container, NodeSelectorRequirement, NodeSelectorTerm, Pod
+from pykubelet.pods.security_context import security_admission
 from pykubelet.pods.status import parse_quantity
+from pykubelet.pods.unsupported import unsupported_fields
 
 # Go's reasons: "OutOf" + the resource name for a resource, the plugin name otherwise.
 OUT_OF_PODS = "OutOfpods"
@@ -21,9 +24,17 @@ OUT_OF_CPU = "OutOfcpu"
 OUT_OF_MEMORY = "OutOfmemory"
 NODE_AFFINITY = "NodeAffinity"
 NODE_NAME = "NodeName"
+POD_OS_SELECTOR_NODE_LABEL_DOES_NOT_MATCH = "PodOSSelectorNodeLabelDoesNotMatch"
+POD_OS_NOT_SUPPORTED = "PodOSNotSupported"
+# pykubelet's own, Go-like; stable, so that an operator can select on it.
+UNSUPPORTED_POD_SPEC = "UnsupportedPodSpec"
 
 NODE_AFFINITY_MESSAGE = "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
 NODE_NAME_MESSAGE = "Predicate NodeName failed: node(s) didn't match the requested node name"
+POD_OS_SELECTOR_MESSAGE = "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"
+POD_OS_MESSAGE = "Failed to admit pod as the OS field doesn't match node OS"
+
+NODE_OS = "linux"  # Go compares with runtime.GOOS; pykubelet runs Linux containers only
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,15 @@ def admit(
     """Whether `pod` may run here next to `running_pods` (the pods already admitted and
     not terminated). allocatable: {"cpu": millicores, "memory": bytes, "pods": count}
     (see node_allocatable); a resource missing from it is not checked."""
+    # Checks that no eviction could help come first, as in Go.
+    if pod.metadata.labels.get("kubernetes.io/os", NODE_OS) != NODE_OS:
+        return Admission(False, POD_OS_SELECTOR_NODE_LABEL_DOES_NOT_MATCH, POD_OS_SELECTOR_MESSAGE)
+    if isinstance(pod.spec.os, dict) and pod.spec.os.get("name", "") != NODE_OS:
+        return Admission(False, POD_OS_NOT_SUPPORTED, POD_OS_MESSAGE)
+    if refused := unsupported_fields(pod).refused:
+        return unsupported(refused)
+    if (refusal := security_admission(pod)) is not None:
+        return Admission(False, *refusal)  # forbidden sysctls (SysctlForbidden), as Go
     others = list(running_pods)
     if "pods" in allocatable and len(others) + 1 > allocatable["pods"]:
         return _insufficient("pods", 1, len(others), allocatable["pods"])
@@ -71,6 +91,16 @@ def admit(
     if pod.spec.node_name and pod.spec.node_name != node_name:
         return Admission(False, NODE_NAME, NODE_NAME_MESSAGE)
     return ADMITTED
+
+
+def unsupported(fields: tuple[str, ...]) -> Admission:
+    """The rejection of a pod that sets fields pykubelet does not implement, naming each."""
+    them = "it" if len(fields) == 1 else "them"
+    return Admission(
+        False,
+        UNSUPPORTED_POD_SPEC,
+        f"pykubelet does not implement {', '.join(fields)}; remove {them} or run the pod on another node",
+    )
 
 
 def _insufficient(resource: str, requested: int, used: int, capacity: int) -> Admission:

@@ -204,6 +204,16 @@ def pod_log_dirs_to_remove(
     )
 
 
+def pod_dirs_to_remove(uids: Iterable[str], *, desired_pod_uids: set[str] | None, live_pod_uids: set[str]) -> list[str]:
+    """The pod directories (<root-dir>/pods/<uid>: volumes, /etc/hosts, termination
+    messages) to remove: those of pods gone while nothing was left to terminate them (a
+    kubelet down when they were deleted). Go: cleanupOrphanedPodDirs. The same rule as
+    for log directories."""
+    if desired_pod_uids is None:
+        return []
+    return sorted(uid for uid in uids if uid not in desired_pod_uids and uid not in live_pod_uids)
+
+
 # --- images -----------------------------------------------------------------------------
 
 

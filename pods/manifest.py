@@ -21,7 +21,6 @@ from pykubelet.messages.pod import (
     PodStatus,
     Probe,
     Toleration,
-    Volume,
 )
 from pykubelet.messages.pod_updates import ManifestProblem
 

@@ -1,18 +1,22 @@
 """The CRI configs for a pod's sandbox and containers, built from its spec (pure).
 
 Go kubelet equivalents: kuberuntime_sandbox.go generatePodSandboxConfig and
-kuberuntime_container.go generateContainerConfig.
+kuberuntime_container.go generateContainerConfig. The decisions live in labels.py,
+security_context.py, hosts_file.py and dns.py; this module only assembles.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from cri_api.v1 import api_pb2
 
 from pykubelet.messages.pod import Container, Pod
 
+from .hosts_file import pod_hostname
 from .labels import container_annotations, container_labels, sandbox_annotations, sandbox_labels
+from .security_context import container_security_context, sandbox_security_context, sandbox_sysctls
 
 
 def pod_log_directory(pod_logs_dir: str, pod: Pod) -> str:
@@ -21,16 +25,16 @@ def pod_log_directory(pod_logs_dir: str, pod: Pod) -> str:
     return os.path.join(pod_logs_dir, f"{meta.namespace}_{meta.name}_{meta.uid}")
 
 
-def _namespaces(pod: Pod) -> api_pb2.NamespaceOption:
-    spec = pod.spec
-    return api_pb2.NamespaceOption(
-        network=api_pb2.NODE if spec.host_network else api_pb2.POD,
-        pid=api_pb2.NODE if spec.host_pid else api_pb2.CONTAINER,
-        ipc=api_pb2.NODE if spec.host_ipc else api_pb2.POD,
-    )
-
-
-def sandbox_config(pod: Pod, *, attempt: int, pod_logs_dir: str) -> api_pb2.PodSandboxConfig:
+def sandbox_config(
+    pod: Pod,
+    *,
+    attempt: int,
+    pod_logs_dir: str,
+    dns_config: api_pb2.DNSConfig | None = None,
+    cluster_domain: str = "",
+) -> api_pb2.PodSandboxConfig:
+    """dns_config: from dns.pod_dns_config (None: the runtime's default). Raises
+    hosts_file.PodHostnameError when the pod's hostname cannot be formed."""
     meta = pod.metadata
     ports = [
         api_pb2.PortMapping(
@@ -43,20 +47,33 @@ def sandbox_config(pod: Pod, *, attempt: int, pod_logs_dir: str) -> api_pb2.PodS
         for port in container.ports
         if port.host_port
     ]
-    return api_pb2.PodSandboxConfig(
+    config = api_pb2.PodSandboxConfig(
         metadata=api_pb2.PodSandboxMetadata(
             name=meta.name, uid=meta.uid, namespace=meta.namespace, attempt=attempt
         ),
         # A host-network pod shares the node's UTS namespace: no hostname of its own.
-        hostname="" if pod.spec.host_network else (pod.spec.hostname or meta.name)[:63],
+        hostname="" if pod.spec.host_network else pod_hostname(pod, cluster_domain)[0],
         log_directory=pod_log_directory(pod_logs_dir, pod),
         port_mappings=ports,
         labels=sandbox_labels(pod),
         annotations=sandbox_annotations(pod),
         linux=api_pb2.LinuxPodSandboxConfig(
-            security_context=api_pb2.LinuxSandboxSecurityContext(namespace_options=_namespaces(pod)),
+            security_context=sandbox_security_context(pod),
+            sysctls=sandbox_sysctls(pod),
         ),
     )
+    if dns_config is not None:
+        config.dns_config.CopyFrom(dns_config)
+    return config
+
+
+# Go's translateMountPropagation (the API validates the values; Bidirectional needs a
+# privileged container).
+_PROPAGATION = {
+    "None": api_pb2.PROPAGATION_PRIVATE,
+    "HostToContainer": api_pb2.PROPAGATION_HOST_TO_CONTAINER,
+    "Bidirectional": api_pb2.PROPAGATION_BIDIRECTIONAL,
+}
 
 
 def container_config(
@@ -66,13 +83,21 @@ def container_config(
     image_ref: str,
     restart_count: int,
     volume_paths: dict[str, str],
+    env: Sequence[tuple[str, str]] | None = None,
+    command: Sequence[str] | None = None,
+    args: Sequence[str] | None = None,
+    extra_mounts: Sequence[api_pb2.Mount] = (),
 ) -> api_pb2.ContainerConfig:
-    """`volume_paths`: volume name -> the host path the kubelet prepared for it."""
+    """`volume_paths`: volume name -> the host path the kubelet prepared for it. `env`,
+    `command` and `args`, when given, replace the spec's (already resolved and expanded
+    by the caller); `extra_mounts` (e.g. /etc/hosts) follow the volume mounts. Raises
+    security_context.SecurityContextError for a securityContext the runtime cannot take."""
     mounts = [
         api_pb2.Mount(
             container_path=mount.mount_path,
             host_path=os.path.join(volume_paths[mount.name], mount.sub_path),
             readonly=mount.read_only,
+            propagation=_PROPAGATION[mount.mount_propagation or "None"],
         )
         for mount in container.volume_mounts
         if mount.name in volume_paths
@@ -80,17 +105,21 @@ def container_config(
     return api_pb2.ContainerConfig(
         metadata=api_pb2.ContainerMetadata(name=container.name, attempt=restart_count),
         image=api_pb2.ImageSpec(image=image_ref or container.image, user_specified_image=container.image),
-        command=container.command,
-        args=container.args,
+        command=container.command if command is None else command,
+        args=container.args if args is None else args,
         working_dir=container.working_dir,
-        envs=[api_pb2.KeyValue(key=env.name, value=env.value) for env in container.env],
-        mounts=mounts,
+        envs=[
+            api_pb2.KeyValue(key=key, value=value)
+            for key, value in ([(e.name, e.value) for e in container.env] if env is None else env)
+        ],
+        mounts=[*mounts, *extra_mounts],
         labels=container_labels(pod, container),
         annotations=container_annotations(pod, container, restart_count),
         log_path=os.path.join(container.name, f"{restart_count}.log"),
         stdin=container.stdin,
+        stdin_once=container.stdin_once,
         tty=container.tty,
         linux=api_pb2.LinuxContainerConfig(
-            security_context=api_pb2.LinuxContainerSecurityContext(namespace_options=_namespaces(pod)),
+            security_context=container_security_context(pod, container),
         ),
     )

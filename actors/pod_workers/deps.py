@@ -4,6 +4,7 @@ metrics and the node's settings."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pykubelet.actors.events import EventRecorder
@@ -11,6 +12,8 @@ from pykubelet.actors.pleg import RuntimePods
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.probes.results import ProbeResults
 from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.actors.volumes.manager import VolumeManager
+from pykubelet.actors.volumes.object_cache import ObjectCache
 from pykubelet.pods.backoff import CrashLoopBackOff
 
 from .metrics import PodMetrics
@@ -22,6 +25,11 @@ class NodeSettings:
     host_ip: str
     root_dir: str
     pod_logs_dir: str
+    cluster_dns: tuple[str, ...] = ()  # clusterDNS
+    cluster_domain: str = ""  # clusterDomain
+    resolv_conf: str = "/etc/resolv.conf"  # resolvConf ("": no DNS from the host)
+    # What a resourceFieldRef without a limit reads: quantities, e.g. {"cpu": "2", "memory": "8Gi"}.
+    allocatable: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,9 @@ class PodWorkerDeps:
     node: NodeSettings
     events: EventRecorder
     probe_results: ProbeResults
+    volumes: VolumeManager | None = None  # None: made from node.root_dir
+    # Cluster mode: the ConfigMaps, Secrets and Services pods read (None: standalone).
+    objects: ObjectCache | None = None
     # The PLEG's view: a sync of a pod the runtime holds nothing of skips reading it.
     runtime_pods: RuntimePods | None = None
     probe_manager: str = "root/probes/manager"  # where ProbeTargets go

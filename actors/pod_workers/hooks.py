@@ -74,3 +74,8 @@ async def run_hook(
         await trio.sleep(min(handler.sleep.seconds, timeout))
         return
     raise HookFailed("no supported handler (exec, httpGet or sleep)")
+
+
+def ports_by_name(container: Container | None) -> dict[str, int]:
+    """A container's named ports, for a hook's httpGet or tcpSocket port given by name."""
+    return {p.name: p.container_port for p in container.ports if p.name} if container is not None else {}

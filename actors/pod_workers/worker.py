@@ -13,42 +13,46 @@ import contextlib
 import dataclasses
 import logging
 import math
-import os
 import random
 import time
 
 import trio
-from cri_api.v1 import api_pb2
 
 from pykubelet.actors import events
 from pykubelet.actors.events import pod_reference
-from pykubelet.messages.pod import Container, Pod, PodStatus
+from pykubelet.messages.pod import Pod, PodStatus
 from pykubelet.messages.pod_updates import PodWorkerMessage, SyncPod, TerminatePod
 from pykubelet.messages.probes import ProbeTargets
-from pykubelet.pods.manifest import CONFIG_SOURCE
-from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
-from pykubelet.pods.actions import ContainerToKill, PodActions, compute_pod_actions, restart_count_for
-from pykubelet.pods.backoff import backoff_key, crash_loop_message, format_pod
-from pykubelet.pods.runtime_config import container_config, sandbox_config
+from pykubelet.messages.runtime import PodRuntimeStatus
+from pykubelet.pods.actions import PodActions, compute_pod_actions, probe_kill
+from pykubelet.pods.active_deadline import (
+    DEADLINE_EXCEEDED,
+    DEADLINE_EXCEEDED_MESSAGE,
+    active_deadline_remaining,
+    past_active_deadline,
+    start_time_of,
+)
+from pykubelet.pods.hosts_file import PodHostnameError
+from pykubelet.pods.runtime_config import sandbox_config
 from pykubelet.pods.status import compute_pod_status, rfc3339
-from pykubelet.ports.cri import CriError, CriNotFound
+from pykubelet.ports.cri import CriError
 from pykubelet.ports.cri.pods import read_created, read_pod_status
 from pykubelet.supervisor import ActorContext, MailboxFull, Registry, UnknownAddress
+from pykubelet.actors.volumes.manager import MountFailed, VolumeManager
 
-from pykubelet.messages.pod_status_reports import PodStatusChanged, PodTerminated
+from pykubelet.messages.pod_status_reports import PodStatusChanged
 
 from .deps import PodWorkerDeps
 from . import termination_message
-from .hooks import HookFailed, prestop_handler, run_hook
-from .images import ImageProblem, ensure_image
+from .container_setup import ObjectsNotReady, PodSetup, sandbox_dns
+from .container_start import ContainerStarts
+from .termination import PodTermination
 
 log = logging.getLogger("pykubelet.podworker")
 
-DEFAULT_GRACE_PERIOD = 30
-MINIMUM_GRACE_PERIOD = 2  # the Go kubelet never gives a container less to stop
 RETRY_INITIAL, RETRY_MAX = 1.0, 10.0  # after a failed sync (runtime unavailable, ...)
 RESYNC_JITTER = 0.5
-POST_START_TIMEOUT = 120.0  # Go gives postStart no deadline; a hung hook must not hold the worker forever
+MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX = 1.0, 30.0  # after a FailedMount
 
 
 def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
@@ -61,7 +65,10 @@ def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
     return run
 
 
-class PodWorker:
+class PodWorker(ContainerStarts, PodTermination):
+    """One pod's syncs: this module drives them (read, decide, act, publish); starting
+    containers is in container_start.py, stopping them in termination.py."""
+
     def __init__(self, uid: str, pod: Pod | None, deps: PodWorkerDeps) -> None:
         self.uid = uid
         self.pod = pod
@@ -73,6 +80,12 @@ class PodWorker:
         self.waiting: dict[str, tuple[str, str]] = {}
         self.created: tuple[list[str], list[str]] = ([], [])  # this sync's new sandbox and container ids
         self.registry: Registry | None = None
+        self.volumes = deps.volumes or VolumeManager(deps.node.root_dir)
+        self.setup: PodSetup | None = None  # this sync's objects, volumes and facts
+        self.pod_ips: list[str] = []
+        self.hosts_file: str | None = None
+        self.mount_retry = MOUNT_RETRY_INITIAL
+        self.deadline_reported = False
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -146,7 +159,11 @@ class PodWorker:
             runtime = PodRuntimeStatus(uid=self.uid, name=pod.metadata.name, namespace=pod.metadata.namespace)
         else:
             runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
-        actions = self._with_probe_kills(compute_pod_actions(pod, runtime), runtime)
+        start_time = start_time_of(pod, deps.statuses.get(self.uid))
+        exceeded = past_active_deadline(pod, time.time(), start_time)
+        actions = compute_pod_actions(pod, runtime, active_deadline_exceeded=exceeded)
+        if not exceeded:
+            actions = self._with_probe_kills(actions, runtime)
         self.waiting = {}
         self.created = ([], [])
         if deps.statuses.get(self.uid) is None:
@@ -165,6 +182,10 @@ class PodWorker:
             await self._tell_probes(pod, runtime)
         deps.metrics.pod_worker_duration.labels(operation).observe(time.perf_counter() - started)
         self.synced_once, self.updated = True, False
+        # Wake at the pod's active deadline (Go: the activeDeadlineHandler's ShouldSync).
+        remaining = active_deadline_remaining(pod, time.time(), start_time_of(pod, deps.statuses.get(self.uid)))
+        if remaining:
+            wake_in = remaining if wake_in is None else min(wake_in, remaining)
         return wake_in
 
     async def _perform(self, pod: Pod, runtime: PodRuntimeStatus, actions: PodActions) -> float | None:
@@ -174,9 +195,31 @@ class PodWorker:
             await self._kill_pod(runtime, grace, remove=False)
             if not actions.create_sandbox:
                 return None  # the pod is done (or its init failed): nothing more to run
-        sandbox = sandbox_config(pod, attempt=actions.attempt, pod_logs_dir=self.deps.node.pod_logs_dir)
+        if self._terminal(pod):
+            return None  # a finished pod mounts nothing more (Go: no WaitForAttachAndMount)
+        try:
+            self.setup = await self._set_up_volumes(pod)
+        except (MountFailed, ObjectsNotReady) as exc:
+            message = str(exc) if isinstance(exc, MountFailed) else f"Unable to attach or mount volumes: {exc}"
+            log.warning("%s", message, extra=self.fields)
+            self.record(pod, None, "Warning", events.FAILED_MOUNT_VOLUME, message)
+            retry, self.mount_retry = self.mount_retry, min(self.mount_retry * 2, MOUNT_RETRY_MAX)
+            return retry
+        self.mount_retry = MOUNT_RETRY_INITIAL
+        dns, dns_warnings = sandbox_dns(pod, self.deps)
+        try:
+            sandbox = sandbox_config(
+                pod, attempt=actions.attempt, pod_logs_dir=self.deps.node.pod_logs_dir,
+                dns_config=dns, cluster_domain=self.deps.node.cluster_domain,
+            )
+        except PodHostnameError as exc:
+            self.record(pod, None, "Warning", events.FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {exc}")
+            log.warning("pod hostname: %s", exc, extra=self.fields)
+            return RETRY_MAX
         sandbox_id = actions.sandbox_id
         if actions.create_sandbox:
+            for warning in dns_warnings:
+                self.record(pod, None, "Warning", warning.reason, warning.message)
             if actions.attempt > 0:
                 self.record(pod, None, "Normal", events.SANDBOX_CHANGED, "Pod sandbox changed, it will be killed and re-created.")
             try:
@@ -190,12 +233,15 @@ class PodWorker:
                 raise
             self.deps.metrics.started_pods.inc()
             log.info("pod sandbox created", extra={**self.fields, "sandbox": sandbox_id})
+        if actions.init_containers_to_start or actions.containers_to_start:
+            await self._pod_network(pod, runtime, sandbox_id, fresh=actions.create_sandbox)
         by_id = {c.id: c for c in runtime.containers}
         async with trio.open_nursery() as nursery:
             for kill in actions.containers_to_kill:
                 log.info("killing container: %s", kill.message, extra={**self.fields, "container": kill.name})
                 if kill.container_id in by_id:
-                    nursery.start_soon(self._stop_container, by_id[kill.container_id], grace)
+                    own = kill.grace_period_seconds
+                    nursery.start_soon(self._stop_container, by_id[kill.container_id], grace if own is None else own)
         wake: list[float] = []
         for index in actions.init_containers_to_start:
             container = pod.spec.init_containers[index]
@@ -211,100 +257,20 @@ class PodWorker:
                 wake.append(retry_in)
         return min(wake) if wake else None
 
-    async def _start_container(
-        self,
-        pod: Pod,
-        container: Container,
-        runtime: PodRuntimeStatus,
-        sandbox_id: str,
-        sandbox: api_pb2.PodSandboxConfig,
-        container_type: str,
-    ) -> float | None:
-        """Start one container unless it is in back-off; seconds until a retry is due."""
-        deps, name = self.deps, container.name
-        latest = runtime.latest(name)
-        if latest is not None and latest.state == "exited" and latest.finished_at is not None:
-            key = backoff_key(pod, container)
-            if deps.crash_backoff.in_backoff(key, latest.finished_at):
-                self.waiting[name] = (
-                    "CrashLoopBackOff",
-                    crash_loop_message(deps.crash_backoff.delay(key), pod, name),
-                )
-                self.record(
-                    pod, name, "Warning", events.BACK_OFF_START_CONTAINER,
-                    f"Back-off restarting failed container {name} in pod {format_pod(pod)}",
-                )
-                return deps.crash_backoff.remaining(key, latest.finished_at)
-            deps.crash_backoff.next(key, latest.finished_at)
-        cri = deps.runtime.client
-        image = await ensure_image(
-            cri, pod, container, deps.image_backoff,
-            lambda type, reason, message: self.record(pod, name, type, reason, message),
-        )
-        if isinstance(image, ImageProblem):
-            self.waiting[name] = (image.reason, image.message)
-            log.warning("%s: %s", image.reason, image.message, extra={**self.fields, "container": name})
-            return image.retry_in
-        restart_count = restart_count_for(runtime, name)
-        config = container_config(
-            pod, container, image_ref=image, restart_count=restart_count, volume_paths=self._volumes(pod)
-        )
-        message_file = termination_message.prepare(deps.node.root_dir, pod, container, restart_count)
-        if message_file is not None:
-            config.mounts.append(
-                api_pb2.Mount(container_path=container.termination_message_path, host_path=message_file)
-            )
-        try:
-            self._creating()
-            container_id = await cri.create_container(sandbox_id, config, sandbox)
-            self.created[1].append(container_id)
-        except CriError as exc:
-            return self._start_failed(pod, name, "CreateContainerError", exc, container_type)
-        self.record(pod, name, "Normal", events.CREATED_CONTAINER, f"Created container {name}")
-        try:
-            await cri.start_container(container_id)
-        except CriError as exc:
-            return self._start_failed(pod, name, "RunContainerError", exc, container_type)
-        self.record(pod, name, "Normal", events.STARTED_CONTAINER, f"Started container {name}")
-        deps.metrics.started_containers.labels(container_type).inc()
-        log.info(
-            "container started",
-            extra={**self.fields, "container": name, "container_id": container_id, "restart_count": restart_count},
-        )
-        if container.lifecycle is not None and container.lifecycle.post_start is not None:
-            return await self._post_start(pod, container, container_id)
-        return None
-
-    async def _post_start(self, pod: Pod, container: Container, container_id: str) -> float | None:
-        """A failing postStart hook kills the container; it restarts per restartPolicy."""
-        cri = self.deps.runtime.client
-        try:
-            await run_hook(
-                cri, container.lifecycle.post_start, container_id,
-                host=self._host(), ports=_ports(container), timeout=POST_START_TIMEOUT,
-            )
-            return None
-        except HookFailed as exc:
-            message = f"PostStartHook failed: {exc}"
-        log.warning("%s", message, extra={**self.fields, "container": container.name})
-        self.record(pod, container.name, "Warning", events.FAILED_POST_START_HOOK, message)
-        self.waiting[container.name] = ("PostStartHookError", message)
-        await _ignore_gone(cri.stop_container(container_id, max(self._grace_period(pod), MINIMUM_GRACE_PERIOD)))
-        return None
-
     def _with_probe_kills(self, actions: PodActions, runtime: PodRuntimeStatus) -> PodActions:
         """Also kill the containers whose liveness or startup probe failed; they restart
-        by the pod's restart policy (Go: computePodActions)."""
+        by the pod's restart policy (Go: computePodActions), each stopped with its probe's
+        terminationGracePeriodSeconds where set."""
         running = _running(runtime)
         results = self.deps.probe_results
         failed = {
-            **{n: f"Container {n} failed startup probe, will be restarted" for n in results.failed_startup(self.uid, running)},
-            **{n: f"Container {n} failed liveness probe, will be restarted" for n in results.failed_liveness(self.uid, running)},
+            **{n: "startup" for n in results.failed_startup(self.uid, running)},
+            **{n: "liveness" for n in results.failed_liveness(self.uid, running)},  # liveness wins, as in Go
         }
         already = {k.container_id for k in actions.containers_to_kill}
         kills = [
-            ContainerToKill(container_id=running[name], name=name, message=message)
-            for name, message in failed.items()
+            probe_kill(self.pod, running[name], name, kind)
+            for name, kind in failed.items()
             if running[name] not in already
         ]
         if not kills:
@@ -331,27 +297,6 @@ class PodWorker:
         with contextlib.suppress(UnknownAddress, MailboxFull):
             self.registry.lookup(self.deps.status_manager).send_nowait(message)
 
-    def _start_failed(self, pod: Pod, name: str, reason: str, exc: CriError, container_type: str) -> float:
-        self.waiting[name] = (reason, str(exc))
-        self.record(pod, name, "Warning", events.FAILED_TO_START_CONTAINER, f"Error: {exc}")
-        self.deps.metrics.started_containers_errors.labels(exc.code or "Unknown", container_type).inc()
-        log.warning("%s: %s", reason, exc, extra={**self.fields, "container": name})
-        return RETRY_MAX
-
-    def _volumes(self, pod: Pod) -> dict[str, str]:
-        """Host paths for the pod's hostPath and emptyDir volumes (emptyDirs are created)."""
-        paths: dict[str, str] = {}
-        for volume in pod.spec.volumes:
-            if volume.host_path is not None:
-                paths[volume.name] = volume.host_path.path
-            elif volume.empty_dir is not None:
-                path = os.path.join(
-                    self.deps.node.root_dir, "pods", pod.metadata.uid, "volumes", "kubernetes.io~empty-dir", volume.name
-                )
-                os.makedirs(path, exist_ok=True)
-                paths[volume.name] = path
-        return paths
-
     def _publish(self, pod: Pod, runtime: PodRuntimeStatus) -> None:
         deps = self.deps
         previous = deps.statuses.get(self.uid)
@@ -359,6 +304,7 @@ class PodWorker:
             pod, runtime, root_dir=deps.node.root_dir, pod_logs_dir=deps.node.pod_logs_dir
         )
         running = _running(runtime)
+        exceeded = past_active_deadline(pod, time.time(), start_time_of(pod, previous))
         status: PodStatus = compute_pod_status(
             pod,
             runtime,
@@ -369,7 +315,11 @@ class PodWorker:
             previous=previous,
             ready=deps.probe_results.ready(self.uid, running),
             started=deps.probe_results.started(self.uid, running),
+            active_deadline_exceeded=exceeded,
         )
+        if exceeded and status.reason == DEADLINE_EXCEEDED and not self.deadline_reported:
+            self.deadline_reported = True
+            self.record(pod, None, "Normal", DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE)
         deps.statuses.set(pod, status)
         if status != previous:
             self._tell_status_manager(PodStatusChanged(pod_uid=self.uid))
@@ -378,97 +328,6 @@ class PodWorker:
             deps.metrics.pod_start_duration.observe(time.time() - self.first_seen)
         if previous is None or previous.phase != status.phase:
             log.info("pod phase %s", status.phase, extra=self.fields)
-
-    # -- termination ---------------------------------------------------------------
-
-    def _grace_period(self, pod: Pod | None, runtime: PodRuntimeStatus | None = None) -> int:
-        grace = pod.spec.termination_grace_period_seconds if pod is not None else None
-        if grace is None and runtime is not None:
-            grace = next((c.grace_period for c in runtime.containers if c.grace_period is not None), None)
-        return max(grace if grace is not None else DEFAULT_GRACE_PERIOD, MINIMUM_GRACE_PERIOD)
-
-    async def terminate(self, message: TerminatePod) -> None:
-        cri = self.deps.runtime.client
-        name = self.pod.metadata.name if self.pod else ""
-        namespace = self.pod.metadata.namespace if self.pod else ""
-        runtime = await read_pod_status(cri, self.uid, name, namespace)
-        grace = message.grace_period_seconds
-        if grace is None:
-            grace = self._grace_period(self.pod, runtime)
-        log.info(
-            "terminating pod (%s), grace period %ds",
-            message.reason or "removed",
-            grace,
-            extra={**self.fields, "pod": self.pod.full_name if self.pod else f"{runtime.namespace}/{runtime.name}"},
-        )
-        await self._tell_probes(None, None)  # no liveness kill during a graceful stop
-        await self._kill_pod(runtime, grace, remove=True)
-        self.deps.statuses.remove(self.uid)
-        source = self.pod.metadata.annotations.get(CONFIG_SOURCE) if self.pod else None
-        if self.registry is not None and source in (None, "api") and self.deps.status_manager in self.registry:
-            # The status manager may now delete the API object of a pod being deleted.
-            await self.registry.lookup(self.deps.status_manager).send(
-                PodTerminated(pod_uid=self.uid, namespace=runtime.namespace, name=runtime.name)
-            )
-
-    async def _kill_pod(self, runtime: PodRuntimeStatus, grace: int, *, remove: bool) -> None:
-        """Stop every container (in parallel, each with the grace period), then the
-        sandboxes; with `remove`, remove them all from the runtime too."""
-        cri = self.deps.runtime.client
-        live = [c for c in runtime.containers if c.state in ("running", "created", "unknown")]
-        sidecars = self._sidecar_names()
-        # Regular containers first, together; then sidecars one by one in reverse order,
-        # so that they serve the main containers until those are gone (as the Go kubelet).
-        async with trio.open_nursery() as nursery:
-            for container in live:
-                if container.name not in sidecars:
-                    nursery.start_soon(self._stop_container, container, grace)
-        for name in reversed(sidecars):
-            for container in live:
-                if container.name == name:
-                    await self._stop_container(container, grace)
-        for sandbox in runtime.sandboxes:
-            await _ignore_gone(cri.stop_pod_sandbox(sandbox.id))
-        if remove:
-            for container in runtime.containers:
-                await _ignore_gone(cri.remove_container(container.id))
-                self.deps.prestop_done.discard(container.id)
-            for sandbox in runtime.sandboxes:
-                await _ignore_gone(cri.remove_pod_sandbox(sandbox.id))
-
-    async def _stop_container(self, container: ContainerRuntimeStatus, grace: int) -> None:
-        """Run the preStop hook (within the grace period), then StopContainer with what is
-        left of the grace period (at least 2s): SIGTERM, then SIGKILL at the deadline."""
-        cri = self.deps.runtime.client
-        spec = self._container_spec(container.name)
-        self.record(self.pod, container.name, "Normal", events.KILLING_CONTAINER, f"Stopping container {container.name}")
-        handler = prestop_handler(spec, container.prestop_handler) if container.state == "running" else None
-        if container.id in self.deps.prestop_done:
-            handler = None  # a second stop of the same container (two terminations racing)
-        elif handler is not None:
-            self.deps.prestop_done.add(container.id)
-        started = trio.current_time()
-        if handler is not None:
-            try:
-                await run_hook(
-                    cri, handler, container.id, host=self._host(), ports=_ports(spec), timeout=grace
-                )
-            except HookFailed as exc:
-                log.warning("preStop hook failed: %s", exc, extra={**self.fields, "container": container.name})
-                self.record(self.pod, container.name, "Warning", events.FAILED_PRE_STOP_HOOK, f"PreStopHook failed: {exc}")
-        remaining = grace - int(trio.current_time() - started)
-        await _ignore_gone(cri.stop_container(container.id, max(remaining, MINIMUM_GRACE_PERIOD)))
-
-    def _sidecar_names(self) -> list[str]:
-        """Init containers with restartPolicy Always, in spec order."""
-        if self.pod is None:
-            return []
-        return [c.name for c in self.pod.spec.init_containers if c.restart_policy == "Always"]
-
-    def _container_spec(self, name: str) -> Container | None:
-        if self.pod is None:
-            return None
-        return next((c for c in [*self.pod.spec.init_containers, *self.pod.spec.containers] if c.name == name), None)
 
     def _host(self) -> str:
         """Where a hook's httpGet goes by default: the pod IP (the node's, for host network)."""
@@ -480,13 +339,3 @@ def _running(runtime: PodRuntimeStatus) -> dict[str, str]:
     """Container name -> id of its running container."""
     return {c.name: c.id for c in reversed(runtime.containers) if c.state == "running"}
 
-
-def _ports(container: Container | None) -> dict[str, int]:
-    return {p.name: p.container_port for p in container.ports if p.name} if container is not None else {}
-
-
-async def _ignore_gone(call) -> None:
-    try:
-        await call
-    except CriNotFound:
-        pass

@@ -1,9 +1,10 @@
 """The Kubernetes REST API of the test server: reads a request as kube-apiserver's handler
 chain does (authenticate, faults, authorize, decode, admission, validate, store) and
-answers with the object, a list, a watch stream or a metav1.Status."""
+answers with the object, a list, a watch stream, a TokenRequest or a metav1.Status."""
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import random
@@ -14,12 +15,13 @@ from typing import Any
 
 import trio
 
-from tests.support.apiserver import authz, errors, patch, request_info, resources, schema, selectors, values
+from tests.support.apiserver import authz, cluster, errors, patch, request_info, resources, schema, selectors, tokens, values
 from tests.support.apiserver.faults import Faults, RequestRecord, unix_now
+from tests.support.apiserver.graph import NodeGraph
 from tests.support.apiserver.httpserver import Request, Response
 from tests.support.apiserver.pki import CertificateAuthority, Identity
 from tests.support.apiserver.resources import Strategy
-from tests.support.apiserver.store import Expired, Store
+from tests.support.apiserver.store import Expired, ResourceType, Store
 from tests.support.apiserver.watch import WatchFilter, WatchStream
 
 SERVER_VERSION = {
@@ -57,16 +59,33 @@ def error_response(error: errors.ApiError) -> Response:
 
 
 class KubeApi:
-    def __init__(self, store: Store, faults: Faults, ca: CertificateAuthority, settings: Settings) -> None:
+    def __init__(self, store: Store, faults: Faults, ca: CertificateAuthority, settings: Settings, *,
+                 api_port: int = 6443) -> None:
         self.store = store
         self.faults = faults
         self.ca = ca
         self.settings = settings
         self.tokens: dict[str, Identity] = {}
+        self.graph = NodeGraph(store)
+        self.issuer = tokens.TokenIssuer()
         for name in resources.INITIAL_NAMESPACES:
-            ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-            resources.prepare_for_create(resources.STRATEGIES[("", "namespaces")], ns)
-            store.create("namespaces", ns)
+            self._create_system_object("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self._create_system_object("services", cluster.kubernetes_service(api_port))
+
+    def _create_system_object(self, resource: str, obj: dict[str, Any]) -> None:
+        """Store what the control plane makes itself, with the defaults a create gives; a
+        new namespace gets its default ServiceAccount and kube-root-ca.crt ConfigMap."""
+        meta = obj["metadata"]
+        if self.store.exists(resource, meta.get("namespace", ""), meta["name"]):
+            return
+        strategy = resources.STRATEGIES[("", resource)]
+        resources.prepare_for_create(strategy, obj)
+        if resource == "services":
+            cluster.allocate_service(obj, None, self.store.list("services"))
+        self.store.create(resource, obj)
+        if resource == "namespaces":
+            for child_resource, child in cluster.namespace_objects(meta["name"], self.ca.cert_pem):
+                self._create_system_object(child_resource, child)
 
     # --- entry point -----------------------------------------------------------------------
 
@@ -114,20 +133,26 @@ class KubeApi:
         if identity is None:
             return error_response(errors.unauthorized())
         try:
-            return await self._dispatch(request, identity, ri)
+            return await self._dispatch(request, identity, ri, record)
         except errors.ApiError as error:
             return error_response(error)
         except Exception as exc:  # a bug in the test server must still answer, and loudly
             traceback.print_exc()
             return error_response(errors.internal_error(f"test API server bug: {exc!r}"))
 
-    async def _dispatch(self, request: Request, identity: Identity, ri: authz.RequestInfo | None) -> Response:
+    async def _dispatch(self, request: Request, identity: Identity, ri: authz.RequestInfo | None,
+                        record: RequestRecord) -> Response:
         if ri is None:
             return self._non_resource(request)
         strategy = resources.strategy_for(ri.group, ri.resource)
         assert strategy is not None
         if ri.subresource and ri.subresource not in strategy.subresources:
             raise errors.not_found(ri.resource_path, ri.group, ri.name)
+        if ri.subresource in resources.CREATE_ONLY_SUBRESOURCES and ri.verb != "create":
+            authz.authorize(identity, ri, [], None, self.graph)
+            raise errors.method_not_allowed(request.method)
+        if ri.verb == "create" and ri.subresource == "token":
+            return self.create_token(request, identity, ri, record)
         if ri.verb == "get":
             return self.get(identity, ri, strategy)
         if ri.verb == "list":
@@ -161,7 +186,7 @@ class KubeApi:
 
     def get(self, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
         obj = self.store.get(ri.resource, ri.namespace, ri.name)
-        authz.authorize(identity, ri, [], obj if ri.resource == "pods" else None)
+        authz.authorize(identity, ri, [], obj if ri.resource == "pods" else None, self.graph)
         if obj is None:
             raise errors.not_found(ri.resource, ri.group, ri.name)
         return json_response(200, obj)
@@ -173,7 +198,7 @@ class KubeApi:
 
     def list(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
         fields, labels = self._selectors(request, ri)
-        authz.authorize(identity, ri, fields, None)
+        authz.authorize(identity, ri, fields, None, self.graph)
         rv_param = request.param("resourceVersion") or ""
         match = request.param("resourceVersionMatch") or ""
         if rv_param not in ("", "0"):
@@ -204,7 +229,7 @@ class KubeApi:
 
     async def watch(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
         fields, labels = self._selectors(request, ri)
-        authz.authorize(identity, ri, fields, None)
+        authz.authorize(identity, ri, fields, None, self.graph)
         rv_param = request.param("resourceVersion") or ""
         bookmarks = request.param("allowWatchBookmarks") in ("true", "1")
         send_initial = request.param("sendInitialEvents")
@@ -259,10 +284,10 @@ class KubeApi:
 
     # --- writes -----------------------------------------------------------------------------
 
-    def _decode_body(self, request: Request, strategy: Strategy, *, expect_kind: str | None = None) -> tuple[dict[str, Any], list[str]]:
+    def _decode_body(self, request: Request, strategy: Strategy, *, rt: ResourceType | None = None) -> tuple[dict[str, Any], list[str]]:
         body = request_info.parse_body(request)
-        rt = strategy.type
-        kind = expect_kind or rt.kind
+        rt = rt or strategy.type
+        kind = rt.kind
         if not isinstance(body, dict):
             raise errors.bad_request(f"Object '{kind}' is invalid: the body must be a JSON object")
         if body.get("kind", kind) != kind:
@@ -272,10 +297,11 @@ class KubeApi:
             raise errors.bad_request(f"the API version in the data ({body.get('apiVersion')}) does not match the "
                                      f"expected API version ({rt.api_version})")
         body["kind"], body["apiVersion"] = kind, rt.api_version
-        return self._decode_object(request, body, strategy)
+        return self._decode_object(request, body, strategy, rt=rt)
 
-    def _decode_object(self, request: Request, body: dict[str, Any], strategy: Strategy) -> tuple[dict[str, Any], list[str]]:
-        rt = strategy.type
+    def _decode_object(self, request: Request, body: dict[str, Any], strategy: Strategy, *,
+                       rt: ResourceType | None = None) -> tuple[dict[str, Any], list[str]]:
+        rt = rt or strategy.type
         decoded = schema.decode(body, rt.group, rt.version, rt.kind)
         warnings = []
         if decoded.unknown_fields:
@@ -287,6 +313,8 @@ class KubeApi:
                 warnings = [f'299 - "unknown field \\"{f}\\""' for f in decoded.unknown_fields]
         obj = decoded.obj
         obj.setdefault("metadata", {})
+        if strategy.convert is not None and rt == strategy.type:
+            strategy.convert(obj)
         return obj, warnings
 
     def _validate(self, strategy: Strategy, obj: dict[str, Any], old: dict[str, Any] | None, subresource: str) -> None:
@@ -310,7 +338,7 @@ class KubeApi:
     def create(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy) -> Response:
         if ri.name:
             raise errors.method_not_allowed(request.method)
-        authz.authorize(identity, ri, [], None)
+        authz.authorize(identity, ri, [], None, self.graph)
         obj, warnings = self._decode_body(request, strategy)
         meta = obj["metadata"]
         if strategy.type.namespaced:
@@ -326,11 +354,19 @@ class KubeApi:
         ri = authz.RequestInfo(ri.verb, ri.group, ri.version, ri.resource, ri.subresource, ri.namespace, meta.get("name", ""))
         self._check_namespace(ri, strategy)
         resources.prepare_for_create(strategy, obj)
+        if ri.resource == "pods":
+            account = (obj.get("spec") or {}).get("serviceAccountName", "")
+            cluster.admit_pod_service_account(obj, self.store.exists("serviceaccounts", ri.namespace, account))
         authz.admit(identity, ri, obj, None)
         self._validate(strategy, obj, None, "")
         if self.store.exists(ri.resource, ri.namespace, meta["name"]):
             raise errors.already_exists(ri.resource, ri.group, meta["name"])
+        if ri.resource == "services":
+            cluster.allocate_service(obj, None, self.store.list("services"))
         stored = self.store.create(ri.resource, obj)
+        if ri.resource == "namespaces":
+            for child_resource, child in cluster.namespace_objects(meta["name"], self.ca.cert_pem):
+                self._create_system_object(child_resource, child)
         return json_response(201, stored, [("Warning", w) for w in warnings])
 
     def _write_over(self, request: Request, identity: Identity, ri: authz.RequestInfo, strategy: Strategy,
@@ -351,6 +387,8 @@ class KubeApi:
         new = resources.prepare_for_update(strategy, new, old, ri.subresource)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         authz.admit(identity, ri, new, old)
+        if ri.resource == "services" and not ri.subresource:
+            cluster.allocate_service(new, old, self.store.list("services"))
         self._validate(strategy, new, old, ri.subresource)
         headers = [("Warning", w) for w in warnings]
         if new == old:
@@ -365,7 +403,7 @@ class KubeApi:
         if not ri.name:
             raise errors.method_not_allowed(request.method)
         old = self.store.get(ri.resource, ri.namespace, ri.name)
-        authz.authorize(identity, ri, [], old if ri.resource == "pods" else None)
+        authz.authorize(identity, ri, [], old if ri.resource == "pods" else None, self.graph)
         if old is None:
             if strategy.create_on_update and not ri.subresource:
                 create_ri = authz.RequestInfo("create", ri.group, ri.version, ri.resource, "", ri.namespace, "")
@@ -379,7 +417,7 @@ class KubeApi:
             raise errors.method_not_allowed(request.method)
         content_type = (request.headers.get("content-type") or "").split(";")[0].strip()
         old = self.store.get(ri.resource, ri.namespace, ri.name)
-        authz.authorize(identity, ri, [], old if ri.resource == "pods" else None)
+        authz.authorize(identity, ri, [], old if ri.resource == "pods" else None, self.graph)
         if content_type == patch.APPLY:
             raise errors.ApiError(415, "server-side apply (application/apply-patch+yaml) is not implemented by the test API server",
                                   reason="UnsupportedMediaType")
@@ -403,7 +441,7 @@ class KubeApi:
         if not ri.name or ri.subresource:
             raise errors.method_not_allowed(request.method)
         old = self.store.get(ri.resource, ri.namespace, ri.name)
-        authz.authorize(identity, ri, [], old if ri.resource == "pods" else None)
+        authz.authorize(identity, ri, [], old if ri.resource == "pods" else None, self.graph)
         if old is None:
             raise errors.not_found(ri.resource, ri.group, ri.name)
         options = request_info.parse_delete_options(request)
@@ -454,7 +492,7 @@ class KubeApi:
         return self.store.update(ri.resource, old), False
 
     def bind(self, request: Request, identity: Identity, ri: authz.RequestInfo) -> Response:
-        authz.authorize(identity, ri, [], None)
+        authz.authorize(identity, ri, [], None, self.graph)
         body = request_info.parse_body(request)
         target = (body or {}).get("target") or {}
         pod = self.store.get("pods", ri.namespace, ri.name)
@@ -471,3 +509,40 @@ class KubeApi:
                            "lastTransitionTime": resources.now_time()})
         self.store.update("pods", pod)
         return json_response(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+
+    # --- TokenRequest -----------------------------------------------------------------------
+
+    def create_token(self, request: Request, identity: Identity, ri: authz.RequestInfo, record: RequestRecord) -> Response:
+        """POST serviceaccounts/<name>/token: authorize (Node authorizer graph), decode,
+        NodeRestriction (mutating admission, before the REST's Create), then TokenREST.Create."""
+        try:  # the log keeps what was asked for, even when it is refused before decoding
+            sent = request_info.parse_body(request)
+            record.token_request = sent if isinstance(sent, dict) else None
+        except errors.ApiError:
+            pass
+        authz.authorize(identity, ri, [], None, self.graph)
+        strategy = resources.STRATEGIES[("", "serviceaccounts")]
+        body, warnings = self._decode_body(request, strategy, rt=resources.TOKEN_REQUEST)
+        schema.validate(body, resources.TOKEN_REQUEST.group, "v1", "TokenRequest")
+        spec = tokens.default(body)
+        record.token_request = copy.deepcopy(body)
+        authz.admit_token_request(identity, ri, spec, lambda name: self.store.get("pods", ri.namespace, name),
+                                  tokens.API_AUDIENCES)
+        tokens.check_body(body, ri.namespace, ri.name)
+        account = self.store.get("serviceaccounts", ri.namespace, ri.name)
+        if account is None:
+            raise errors.not_found("serviceaccounts", "", ri.name)
+        if body["metadata"].get("uid") and body["metadata"]["uid"] != account["metadata"]["uid"]:
+            raise errors.conflict("TokenRequest", tokens.GROUP, ri.name,
+                                  f"the UID in the token request ({body['metadata']['uid']}) does not match the UID of "
+                                  f"the service account ({account['metadata']['uid']})")
+        if not spec.get("audiences"):
+            spec["audiences"] = list(tokens.API_AUDIENCES)
+        tokens.validate(spec)
+
+        def get(resource: str, name: str) -> dict[str, Any] | None:
+            return self.store.get(resource, "" if resource == "nodes" else ri.namespace, name)
+
+        answer = tokens.issue(self.issuer, body, account, tokens.bound_objects(spec, ri.name, get))
+        record.token_request = copy.deepcopy(answer)
+        return json_response(201, answer, [("Warning", w) for w in warnings])

@@ -1,16 +1,19 @@
 """Who may do what: x509 and bearer-token authentication, then authorization as a cluster
-with the Node authorizer (with selectors, as v1.36 ships it) plus NodeRestriction admission
-sees it. system:masters may do anything; node identities get the Node authorizer's rules;
-any other identity has no RBAC grants here and gets 403 for every resource request."""
+with the Node authorizer (with selectors, as v1.36 ships it; its graph in graph.py) plus
+NodeRestriction admission sees it. system:masters may do anything; node identities get the
+Node authorizer's rules; any other identity has no RBAC grants here and gets 403 for every
+resource request."""
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tests.support.apiserver import errors
 from tests.support.apiserver.defaults import MIRROR_ANNOTATION
+from tests.support.apiserver.graph import NodeGraph
 from tests.support.apiserver.pki import MASTERS_GROUP, NODE_USER_PREFIX, NODES_GROUP, CertificateAuthority, Identity, client_identity
 from tests.support.apiserver.selectors import FieldRequirement
 
@@ -62,19 +65,34 @@ def node_name_of(identity: Identity) -> str | None:
     return None
 
 
-def _denied(identity: Identity, ri: RequestInfo, reason: str) -> errors.ApiError:
+def _denied(identity: Identity, ri: RequestInfo, reason: str, name: str = "") -> errors.ApiError:
     scope = f'in the namespace "{ri.namespace}"' if ri.namespace else "at the cluster scope"
     why = (f'User "{identity.user}" cannot {ri.verb} resource "{ri.resource_path}" in API group "{ri.group}" '
            f"{scope}" + (f": {reason}" if reason else ""))
-    return errors.forbidden(ri.resource, ri.group, ri.name or None, why)
+    return errors.forbidden(ri.resource, ri.group, name or ri.name or None, why)
 
 
 def _selects(requirements: list[FieldRequirement], field: str, value: str) -> bool:
     return any(r.field == field and r.op == "=" and r.value == value for r in requirements)
 
 
-def authorize(identity: Identity, ri: RequestInfo, field_selector: list[FieldRequirement], stored_pod: dict[str, Any] | None) -> None:
-    """Raise 403 unless the identity may make this request (before admission)."""
+def request_name(ri: RequestInfo, field_selector: list[FieldRequirement]) -> str:
+    """The name the RequestInfoResolver gives a request: a list or watch with an exact
+    metadata.name field selector names that one object (so the authorizer can allow it)."""
+    if ri.name or ri.verb not in ("list", "watch"):
+        return ri.name
+    for requirement in field_selector:
+        if requirement.field == "metadata.name" and requirement.op == "=":
+            value = requirement.value
+            return "" if value in (".", "..") or "/" in value or "%" in value else value
+    return ""
+
+
+def authorize(identity: Identity, ri: RequestInfo, field_selector: list[FieldRequirement],
+              stored_pod: dict[str, Any] | None, graph: NodeGraph | None = None) -> None:
+    """Raise 403 unless the identity may make this request (before admission). `graph`
+    answers whether an object is related to a node (Node authorizer); without one, nothing
+    is related."""
     if MASTERS_GROUP in identity.groups:
         return
     node = node_name_of(identity)
@@ -82,22 +100,50 @@ def authorize(identity: Identity, ri: RequestInfo, field_selector: list[FieldReq
         if NODES_GROUP in identity.groups:
             raise _denied(identity, ri, "unknown node for user")
         raise _denied(identity, ri, "")
+    name = request_name(ri, field_selector)
+
+    def related(resource: str) -> None:  # NodeAuthorizer.authorize: a path from the object to the node
+        if not name:
+            raise _denied(identity, ri, "No Object name found")
+        if graph is None or not graph.related(node, resource, ri.namespace, name):
+            raise _denied(identity, ri, f"no relationship found between node '{node}' and this object", name)
+
     resource, verb = ri.resource_path, ri.verb
+    if ri.group == "" and ri.resource in ("secrets", "configmaps"):  # authorizeReadNamespacedObject
+        if verb not in ("get", "list", "watch"):
+            raise _denied(identity, ri, "can only read resources of this type")
+        if ri.subresource:
+            raise _denied(identity, ri, "cannot read subresource")
+        if not ri.namespace:
+            raise _denied(identity, ri, "can only read namespaced object of this type", name)
+        return related(ri.resource)
+    if ri.group == "" and ri.resource == "serviceaccounts":  # authorizeServiceAccount
+        if verb == "get" and not ri.subresource:
+            if not ri.namespace:
+                raise _denied(identity, ri, "can only read namespaced object of this type")
+            return related("serviceaccounts")
+        if verb != "create" or not ri.name:
+            raise _denied(identity, ri, "can only create tokens for individual service accounts")
+        if ri.subresource != "token":
+            raise _denied(identity, ri, "can only create token subresource of serviceaccount")
+        return related("serviceaccounts")
+    if resource == "services" and verb in ("get", "list", "watch"):
+        return  # the node rules: the kubelet's service lister feeds service environment variables
     if resource == "nodes":
         if verb in ("create", "update", "patch", "delete"):
             return  # NodeRestriction limits writes to the node's own object
-        if verb == "get" and ri.name == node:
+        if verb in ("get", "list", "watch") and name == node:
             return
-        if verb in ("list", "watch") and _selects(field_selector, "metadata.name", node):
-            return
-        raise _denied(identity, ri, f"node '{node}' cannot read '{ri.name}', only its own Node object" if ri.name
-                      else f"node '{node}' cannot read all nodes, only its own Node object")
+        raise _denied(identity, ri, f"node '{node}' cannot read '{name}', only its own Node object" if name
+                      else f"node '{node}' cannot read all nodes, only its own Node object", name)
     if resource == "nodes/status" and verb in ("update", "patch", "get"):
         return
     if resource == "pods":
         if verb in ("list", "watch"):
             if _selects(field_selector, "spec.nodeName", node):
                 return
+            if name:
+                return related("pods")
             raise _denied(identity, ri, "can only list/watch pods with spec.nodeName field selector")
         if verb in ("create", "delete"):
             return  # NodeRestriction: mirror pods only, and only pods bound to this node
@@ -209,3 +255,47 @@ def _admit_mirror_pod(node: str, pod: dict[str, Any], forbid) -> None:
                     raise forbid(f'node "{node}" can not create pods that reference secrets')
                 if "configMapRef" in env_from:
                     raise forbid(f'node "{node}" can not create pods that reference configmaps')
+
+
+def admit_token_request(identity: Identity, ri: RequestInfo, spec: dict[str, Any],
+                        get_pod: Callable[[str], dict[str, Any] | None], api_audiences: tuple[str, ...]) -> None:
+    """NodeRestriction's admitServiceAccount, with ServiceAccountNodeAudienceRestriction (on
+    by default since v1.33): a node's token must be bound to a pod scheduled on it, by name
+    and uid, and ask for no audience beyond the API server's and those the pod's projected
+    serviceAccountToken sources name."""
+    node = node_name_of(identity)
+    if node is None or MASTERS_GROUP in identity.groups:
+        return
+
+    def forbid(message: str) -> errors.ApiError:
+        return errors.forbidden(ri.resource, ri.group, ri.name or None, message)
+
+    ref = spec.get("boundObjectRef") or {}
+    if ref.get("apiVersion") != "v1" or ref.get("kind") != "Pod" or not ref.get("name"):
+        raise forbid("node requested token not bound to a pod")
+    if not ref.get("uid"):
+        raise forbid("node requested token with a pod binding without a uid")
+    pod = get_pod(ref["name"])
+    if pod is None:
+        raise errors.not_found("pod", "", ref["name"])  # the pod lister's NotFound names the kind in the singular
+    if ref["uid"] != pod["metadata"].get("uid"):
+        raise forbid(f"the UID in the bound object reference ({ref['uid']}) does not match the UID in record. "
+                     "The object might have been deleted and then recreated")
+    if (pod.get("spec") or {}).get("nodeName") != node:
+        raise forbid("node requested token bound to a pod scheduled on a different node")
+    audiences = spec.get("audiences") or []
+    if len(audiences) > 1:
+        raise forbid("node may only request 0 or 1 audiences")
+    audience = audiences[0] if audiences else ""
+    if audience and audience not in api_audiences and audience not in _projected_token_audiences(pod):
+        raise forbid(f'audience "{audience}" not found in pod spec volume, {identity.user} is not authorized '
+                     "to request tokens for this audience")
+
+
+def _projected_token_audiences(pod: dict[str, Any]) -> set[str]:
+    return {
+        (source.get("serviceAccountToken") or {}).get("audience") or ""
+        for volume in (pod.get("spec") or {}).get("volumes") or ()
+        for source in (volume.get("projected") or {}).get("sources") or ()
+        if "serviceAccountToken" in source
+    }

@@ -163,3 +163,28 @@ def default_namespace(namespace: dict[str, Any]) -> None:
 
 def default_lease(lease: dict[str, Any]) -> None:
     lease.setdefault("spec", {})
+
+
+def default_secret(secret: dict[str, Any]) -> None:
+    secret.setdefault("type", "Opaque")
+
+
+def default_service(service: dict[str, Any]) -> None:
+    """SetDefaults_Service and the service strategy's PrepareForCreate; cluster IPs and node
+    ports are allocated later (cluster.allocate_service), as the service REST does."""
+    spec = service.setdefault("spec", {})
+    kind = spec.setdefault("type", "ClusterIP")
+    if spec.setdefault("sessionAffinity", "None") == "ClientIP":
+        spec.setdefault("sessionAffinityConfig", {}).setdefault("clientIP", {}).setdefault("timeoutSeconds", 10800)
+    if kind != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    if kind in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    if kind == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
+    for port in spec.get("ports") or ():
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+            if "targetPort" not in port and "port" in port:
+                port["targetPort"] = port["port"]
+    service["status"] = {"loadBalancer": {}}

@@ -74,6 +74,9 @@ class RequestRecord:
     status: int | None  # None when the connection was reset instead of answered
     duration: float = 0.0
     fault: str | None = None
+    # For POST serviceaccounts/<sa>/token: the TokenRequest as answered (spec and status with
+    # the issued token), or as sent when refused. None for every other request.
+    token_request: dict[str, Any] | None = None
 
 
 @dataclass

@@ -311,6 +311,12 @@ class LocalApiServer:
             and (who is None or r.user == who) and (since is None or r.time >= since)
         ]
 
+    def token_requests(self, *, user: NodeOrIdentity | None = None, since: float | None = None) -> list[RequestRecord]:
+        """The logged POSTs to serviceaccounts/<sa>/token; a record's token_request is the
+        TokenRequest as answered (status.token, status.expirationTimestamp) or, when refused,
+        as sent (its status says why)."""
+        return self.requests(verb="create", resource="serviceaccounts/token", user=user, since=since)
+
     def clear_requests(self) -> None:
         self._control_call("DELETE", "/requests")
 

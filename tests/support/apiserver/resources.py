@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tests.support.apiserver import defaults, errors, rules, values
+from tests.support.apiserver import defaults, errors, object_rules, rules, values
 from tests.support.apiserver.store import ResourceType
 
 PODS = ResourceType("pods", "", "v1", "Pod", True)
@@ -17,6 +17,11 @@ NODES = ResourceType("nodes", "", "v1", "Node", False)
 LEASES = ResourceType("leases", "coordination.k8s.io", "v1", "Lease", True)
 EVENTS = ResourceType("events", "", "v1", "Event", True)
 NAMESPACES = ResourceType("namespaces", "", "v1", "Namespace", False)
+CONFIGMAPS = ResourceType("configmaps", "", "v1", "ConfigMap", True)
+SECRETS = ResourceType("secrets", "", "v1", "Secret", True)
+SERVICES = ResourceType("services", "", "v1", "Service", True)
+SERVICEACCOUNTS = ResourceType("serviceaccounts", "", "v1", "ServiceAccount", True)
+TOKEN_REQUEST = ResourceType("serviceaccounts/token", "authentication.k8s.io", "v1", "TokenRequest", True)
 
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
@@ -35,6 +40,7 @@ class Strategy:
     return_deleted_object: bool = False
     update_rules: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, str]]] | None = None
     status_rules: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, str]]] | None = None
+    convert: Callable[[dict[str, Any]], None] | None = None  # v1 -> internal conversion (after decoding)
 
 
 STRATEGIES: dict[tuple[str, str], Strategy] = {
@@ -47,7 +53,16 @@ STRATEGIES: dict[tuple[str, str], Strategy] = {
     ("coordination.k8s.io", "leases"): Strategy(LEASES, frozenset(), defaults.default_lease, rules.lease),
     ("", "events"): Strategy(EVENTS, frozenset(), lambda obj: None, rules.event, create_on_update=True),
     ("", "namespaces"): Strategy(NAMESPACES, frozenset({"status"}), defaults.default_namespace, rules.namespace, has_status=True),
+    ("", "configmaps"): Strategy(CONFIGMAPS, frozenset(), lambda obj: None, object_rules.configmap,
+                                 update_rules=object_rules.configmap_update, convert=object_rules.decode_configmap),
+    ("", "secrets"): Strategy(SECRETS, frozenset(), defaults.default_secret, object_rules.secret,
+                              update_rules=object_rules.secret_update, convert=object_rules.decode_secret),
+    ("", "services"): Strategy(SERVICES, frozenset({"status"}), defaults.default_service, object_rules.service,
+                               has_status=True, update_rules=object_rules.service_update),
+    ("", "serviceaccounts"): Strategy(SERVICEACCOUNTS, frozenset({"token"}), lambda obj: None, object_rules.serviceaccount),
 }
+# Subresources that only take POST (the real server has no other route for them: 405).
+CREATE_ONLY_SUBRESOURCES = frozenset({"binding", "token"})
 
 
 def strategy_for(group: str, resource: str) -> Strategy | None:

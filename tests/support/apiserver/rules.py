@@ -27,7 +27,7 @@ def _is_subdomain(name: str) -> bool:
     return len(name) <= 253 and bool(_DNS1123_SUBDOMAIN.match(name))
 
 
-def _is_label(name: str) -> bool:
+def is_label(name: str) -> bool:
     return len(name) <= 63 and bool(_DNS1123_LABEL.match(name))
 
 
@@ -39,7 +39,7 @@ def object_meta(obj: dict[str, Any], *, name_rule: str = "subdomain", namespaced
         causes.append(errors.required("metadata.name"))
     elif name_rule == "subdomain" and not _is_subdomain(name):
         causes.append(errors.invalid_value("metadata.name", name, SUBDOMAIN_MSG))
-    elif name_rule == "label" and not _is_label(name):
+    elif name_rule == "label" and not is_label(name):
         causes.append(errors.invalid_value("metadata.name", name, LABEL_MSG))
     elif name_rule == "path" and ("/" in name or "%" in name or name in (".", "..")):
         causes.append(errors.invalid_value("metadata.name", name, "may not contain '/' or '%'"))
@@ -61,7 +61,7 @@ def _qualified_key(key: str) -> bool:
     return 0 < len(name) <= 63 and bool(_QUALIFIED_NAME.match(name))
 
 
-def _one_of(value: Any, allowed: list[str], path: str, causes: list[dict[str, str]]) -> None:
+def one_of(value: Any, allowed: list[str], path: str, causes: list[dict[str, str]]) -> None:
     if value is not None and value not in allowed:
         causes.append(errors.not_supported(path, value, allowed))
 
@@ -72,8 +72,8 @@ def pod(obj: dict[str, Any]) -> list[dict[str, str]]:
     containers = spec.get("containers") or []
     if not containers:
         causes.append(errors.required("spec.containers"))
-    _one_of(spec.get("restartPolicy"), ["Always", "OnFailure", "Never"], "spec.restartPolicy", causes)
-    _one_of(spec.get("dnsPolicy"), ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], "spec.dnsPolicy", causes)
+    one_of(spec.get("restartPolicy"), ["Always", "OnFailure", "Never"], "spec.restartPolicy", causes)
+    one_of(spec.get("dnsPolicy"), ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], "spec.dnsPolicy", causes)
     grace = spec.get("terminationGracePeriodSeconds")
     if isinstance(grace, int) and grace < 0:
         causes.append(errors.invalid_value("spec.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"))
@@ -81,7 +81,7 @@ def pod(obj: dict[str, Any]) -> list[dict[str, str]]:
     for index, volume in enumerate(spec.get("volumes") or ()):
         name = volume.get("name", "")
         path = f"spec.volumes[{index}].name"
-        if not _is_label(name):
+        if not is_label(name):
             causes.append(errors.invalid_value(path, name, LABEL_MSG) if name else errors.required(path))
         elif name in volumes:
             causes.append(errors.duplicate(path, name))
@@ -98,7 +98,7 @@ def _container(container: dict[str, Any], path: str, names: set[str], volumes: s
     name = container.get("name", "")
     if not name:
         causes.append(errors.required(f"{path}.name"))
-    elif not _is_label(name):
+    elif not is_label(name):
         causes.append(errors.invalid_value(f"{path}.name", name, LABEL_MSG))
     elif name in names:
         causes.append(errors.duplicate(f"{path}.name", name))
@@ -108,13 +108,13 @@ def _container(container: dict[str, Any], path: str, names: set[str], volumes: s
         causes.append(errors.required(f"{path}.image"))
     elif image != image.strip():
         causes.append(errors.invalid_value(f"{path}.image", image, "must not have leading or trailing whitespace"))
-    _one_of(container.get("imagePullPolicy"), ["Always", "IfNotPresent", "Never"], f"{path}.imagePullPolicy", causes)
-    _one_of(container.get("terminationMessagePolicy"), ["File", "FallbackToLogsOnError"], f"{path}.terminationMessagePolicy", causes)
+    one_of(container.get("imagePullPolicy"), ["Always", "IfNotPresent", "Never"], f"{path}.imagePullPolicy", causes)
+    one_of(container.get("terminationMessagePolicy"), ["File", "FallbackToLogsOnError"], f"{path}.terminationMessagePolicy", causes)
     for index, port in enumerate(container.get("ports") or ()):
         number = port.get("containerPort")
         if isinstance(number, int) and not 0 < number < 65536:
             causes.append(errors.invalid_value(f"{path}.ports[{index}].containerPort", number, "must be between 1 and 65535, inclusive"))
-        _one_of(port.get("protocol"), ["SCTP", "TCP", "UDP"], f"{path}.ports[{index}].protocol", causes)
+        one_of(port.get("protocol"), ["SCTP", "TCP", "UDP"], f"{path}.ports[{index}].protocol", causes)
     for index, mount in enumerate(container.get("volumeMounts") or ()):
         if mount.get("name") not in volumes:
             causes.append(errors.field_cause("FieldValueNotFound", f"{path}.volumeMounts[{index}].name", f'Not found: "{mount.get("name")}"'))
@@ -160,9 +160,9 @@ def pod_status_update(new: dict[str, Any], old: dict[str, Any]) -> list[dict[str
         causes.append(errors.forbidden_field("status.phase", f"may not transition from terminal phase {old_phase} to {phase}"))
     if old_status.get("qosClass") and status.get("qosClass") != old_status["qosClass"]:
         causes.append(errors.invalid_value("status.qosClass", status.get("qosClass"), "field is immutable"))
-    _one_of(phase, ["Pending", "Running", "Succeeded", "Failed", "Unknown"], "status.phase", causes)
+    one_of(phase, ["Pending", "Running", "Succeeded", "Failed", "Unknown"], "status.phase", causes)
     for index, condition in enumerate(status.get("conditions") or ()):
-        _one_of(condition.get("status"), ["True", "False", "Unknown"], f"status.conditions[{index}].status", causes)
+        one_of(condition.get("status"), ["True", "False", "Unknown"], f"status.conditions[{index}].status", causes)
     pod_ips = [entry.get("ip") for entry in status.get("podIPs") or ()]
     if status.get("podIP") and pod_ips and pod_ips[0] != status["podIP"]:
         causes.append(errors.invalid_value("status.podIPs[0].ip", pod_ips[0], "must be equal to podIP"))
@@ -192,7 +192,7 @@ def pod_status_update(new: dict[str, Any], old: dict[str, Any]) -> list[dict[str
 def node(obj: dict[str, Any]) -> list[dict[str, str]]:
     causes = object_meta(obj, namespaced=False)
     for index, condition in enumerate((obj.get("status") or {}).get("conditions") or ()):
-        _one_of(condition.get("status"), ["True", "False", "Unknown"], f"status.conditions[{index}].status", causes)
+        one_of(condition.get("status"), ["True", "False", "Unknown"], f"status.conditions[{index}].status", causes)
     return causes
 
 
@@ -219,7 +219,7 @@ def event(obj: dict[str, Any]) -> list[dict[str, str]]:
     elif involved_ns != namespace:
         causes.append(errors.invalid_value("involvedObject.namespace", involved_ns, "does not match event.namespace"))
     if obj.get("type"):
-        _one_of(obj["type"], ["Normal", "Warning"], "type", causes)
+        one_of(obj["type"], ["Normal", "Warning"], "type", causes)
     if isinstance(obj.get("count"), int) and obj["count"] < 0:
         causes.append(errors.invalid_value("count", obj["count"], "must be greater than or equal to 0"))
     return causes

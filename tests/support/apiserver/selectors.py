@@ -27,6 +27,12 @@ FIELD_LABELS: dict[str, dict[str, tuple[str, ...]]] = {
     "nodes": {"metadata.name": ("metadata", "name"), "spec.unschedulable": ("spec", "unschedulable")},
     "leases": {"metadata.name": ("metadata", "name"), "metadata.namespace": ("metadata", "namespace")},
     "namespaces": {"metadata.name": ("metadata", "name"), "status.phase": ("status", "phase")},
+    "configmaps": {"metadata.name": ("metadata", "name"), "metadata.namespace": ("metadata", "namespace")},
+    "secrets": {"metadata.name": ("metadata", "name"), "metadata.namespace": ("metadata", "namespace"),
+                "type": ("type",)},
+    "services": {"metadata.name": ("metadata", "name"), "metadata.namespace": ("metadata", "namespace"),
+                 "spec.clusterIP": ("spec", "clusterIP"), "spec.type": ("spec", "type")},
+    "serviceaccounts": {"metadata.name": ("metadata", "name"), "metadata.namespace": ("metadata", "namespace")},
     "events": {
         "metadata.name": ("metadata", "name"),
         "metadata.namespace": ("metadata", "namespace"),

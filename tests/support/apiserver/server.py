@@ -110,15 +110,16 @@ async def serve(args: argparse.Namespace) -> None:
     settings = Settings(history_window=args.history_window, bookmark_interval=args.bookmark_interval,
                         watch_timeout=args.watch_timeout, field_validation=args.field_validation)
     store = Store(history_window=settings.history_window)
-    api = KubeApi(store, Faults(), ca, settings)
+    api_listener = (await trio.open_tcp_listeners(args.port, host="127.0.0.1"))[0]
+    control_listener = (await trio.open_tcp_listeners(args.control_port, host="127.0.0.1"))[0]
+    api_port = api_listener.socket.getsockname()[1]
+    api = KubeApi(store, Faults(), ca, settings, api_port=api_port)  # the kubernetes Service targets it
     control = Control(api)
     api_http = HttpServer(api.handle, server_ssl_context(tls_dir))
     control.api_http = api_http
     control_http = HttpServer(control.handle)
-    api_listener = (await trio.open_tcp_listeners(args.port, host="127.0.0.1"))[0]
-    control_listener = (await trio.open_tcp_listeners(args.control_port, host="127.0.0.1"))[0]
     ready = {
-        "api_port": api_listener.socket.getsockname()[1],
+        "api_port": api_port,
         "control_port": control_listener.socket.getsockname()[1],
         "pid": os.getpid(),
     }

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import logging
+
 import msgspec
 import pytest
 import trio
+from prometheus_client import CollectorRegistry
 
+from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.pleg import RuntimePods
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.sync_loop import SyncLoopSettings, sync_loop_actor
 from pykubelet.messages.pod import Pod
-from pykubelet.messages.pod_updates import PlegEvent, PodUpdate, SourcesReady, SyncLoopMessage, SyncPod, TerminatePod
+from pykubelet.messages.pod_updates import (
+    ObjectsChanged,
+    PlegEvent,
+    PodUpdate,
+    SourcesReady,
+    SyncLoopMessage,
+    SyncPod,
+    TerminatePod,
+)
 from pykubelet.ports.cri.pods import Relist, RelistedSandbox
 from pykubelet.supervisor import ChildSpec, MailboxSpec, Supervisor
 
@@ -28,6 +40,7 @@ class Node:
         self.seen: list[tuple[str, str, str]] = []  # (uid, what, detail)
         self.statuses = PodStatuses()
         self.runtime_pods = RuntimePods()
+        self.events = EventRecorder(CollectorRegistry(), host="node-1")
         settings = SyncLoopSettings(sync_frequency=60, max_pods=max_pods)
 
         def worker_actor(uid: str, spec: Pod | None):
@@ -47,7 +60,7 @@ class Node:
             ChildSpec(
                 "sync-loop",
                 sync_loop_actor(settings, tree=lambda: self.tree, worker_actor=worker_actor,
-                                statuses=self.statuses, runtime_pods=self.runtime_pods),
+                                statuses=self.statuses, runtime_pods=self.runtime_pods, events=self.events),
                 mailbox=MailboxSpec(capacity=64, durable=True, accepts=SyncLoopMessage.__args__),
             ),
         ])
@@ -119,3 +132,49 @@ async def test_a_removed_container_is_not_worth_a_sync_every_other_pleg_event_is
     for kind in ("ContainerStarted", "ContainerDied", "ContainerChanged", "SandboxChanged"):
         await node.send(PlegEvent(pod_uid="a", type=kind, container_id="c1"))
     assert node.take() == [("a", "sync", "busybox")] * 4
+
+
+async def test_a_changed_config_map_syncs_the_pods_reading_it_and_no_others(node, autojump_clock):
+    await node.send(PodUpdate(op="ADD", source="api", pods=[pod("a"), pod("b")]))
+    node.take()
+    await node.send(ObjectsChanged(pod_uids=["b", "gone"]))  # "gone": no longer desired
+    assert node.take() == [("b", "sync", "busybox")]
+
+
+def with_spec(p: Pod, **spec) -> Pod:
+    return msgspec.convert({**msgspec.to_builtins(p), "spec": {**msgspec.to_builtins(p.spec), **spec}}, Pod)
+
+
+async def test_a_pod_with_an_unimplemented_field_is_failed_naming_it_while_another_is_admitted(
+    node, autojump_clock, caplog
+):
+    debug = with_spec(pod("debug"), ephemeralContainers=[{"name": "dbg", "image": "busybox"}])
+    spread = with_spec(pod("spread"), topologySpreadConstraints=[
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}])  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="pykubelet.syncloop"):
+        await node.send(PodUpdate(op="ADD", source="file", pods=[debug, spread]))
+        await node.send(PodUpdate(op="UPDATE", source="file", pods=[spread]))
+    assert node.take() == [("spread", "started", "with spec"), ("spread", "sync", "busybox")]
+    rejected = node.statuses.get("debug")
+    assert (rejected.phase, rejected.reason) == ("Failed", "UnsupportedPodSpec")
+    assert rejected.message == (
+        "pykubelet does not implement spec.ephemeralContainers; remove it or run the pod on another node")
+    assert [(e.involved_object.uid, e.type, e.reason, e.message) for e in node.events.events()] == [
+        ("debug", "Warning", "UnsupportedPodSpec", rejected.message)]
+    # the admitted pod's ignored field is named once, however often the pod is synced
+    assert [r.getMessage() for r in caplog.records if "topologySpreadConstraints" in r.getMessage()] == [
+        "pod default/p-spread: spec.topologySpreadConstraints is the scheduler's; the kubelet ignores it"]
+
+
+async def test_an_ephemeral_container_added_to_a_running_pod_is_named_in_an_event_not_failed(
+    node, autojump_clock
+):
+    await node.send(PodUpdate(op="ADD", source="api", pods=[pod("a")]))
+    debugged = with_spec(pod("a"), ephemeralContainers=[{"name": "dbg", "image": "busybox"}])
+    for _ in range(2):
+        await node.send(PodUpdate(op="UPDATE", source="api", pods=[debugged]))
+    assert node.take() == [("a", "started", "with spec"), ("a", "sync", "busybox"), ("a", "sync", "busybox")]
+    assert node.statuses.get("a") is None  # not failed
+    assert [(e.reason, e.message, e.count) for e in node.events.events()] == [
+        ("UnsupportedPodSpec",
+         "pykubelet does not implement spec.ephemeralContainers; the running pod goes on without it", 1)]

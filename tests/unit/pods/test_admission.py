@@ -1,6 +1,6 @@
-"""Admission as the Go kubelet's predicate admit handler: pods, cpu and memory against
-allocatable (in that order, first failure wins), nodeSelector and required node affinity
-against the node's labels, spec.nodeName."""
+"""Admission as the Go kubelet's predicate admit handler: the pod's OS, then pykubelet's
+unsupported fields, pods, cpu and memory against allocatable (in that order, first failure
+wins), nodeSelector and required node affinity against the node's labels, spec.nodeName."""
 
 from __future__ import annotations
 
@@ -173,3 +173,48 @@ def test_node_allocatable_converts_the_nodes_quantities():
     assert node_allocatable({"cpu": "3500m", "memory": "8Gi", "pods": "110", "ephemeral-storage": "10Gi"}) == {
         "cpu": 3500, "memory": 8 * 2**30, "pods": 110}
     assert node_allocatable({"cpu": "4", "memory": "1000k"}) == {"cpu": 4000, "memory": 1_000_000}
+
+
+# --- the pod's OS and the fields pykubelet does not implement ---------------------------
+
+
+def test_a_pod_setting_unimplemented_fields_is_rejected_naming_each_and_the_way_out():
+    candidate = pod({"hostUsers": False, "containers": [
+        {"name": "c", "image": "busybox", "volumeDevices": [{"name": "b", "devicePath": "/dev/b"}]}]})
+    assert check(candidate) == (
+        False, "UnsupportedPodSpec",
+        "pykubelet does not implement spec.hostUsers, spec.containers[0].volumeDevices; "
+        "remove them or run the pod on another node")  # fmt: skip
+    assert check(pod({"runtimeClassName": "kata"}))[2] == (
+        "pykubelet does not implement spec.runtimeClassName; remove it or run the pod on another node")
+
+
+def test_unimplemented_fields_are_reported_before_resources_that_do_not_fit():
+    candidate = pod({"imagePullSecrets": [{"name": "regcred"}],
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "64"}}}]})  # fmt: skip
+    assert check(candidate)[:2] == (False, "UnsupportedPodSpec")
+
+
+def test_fields_the_kubelet_ignores_do_not_reject():
+    candidate = pod({"topologySpreadConstraints": [
+                         {"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}],
+                     "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                         {"topologyKey": "kubernetes.io/hostname"}]}}})  # fmt: skip
+    assert check(candidate) == (True, "", "")
+
+
+@pytest.mark.parametrize(
+    "candidate, expected",
+    [
+        (pod({"os": {"name": "windows"}}),
+         ("PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")),
+        (msgspec.structs.replace(pod(), metadata=msgspec.structs.replace(
+            pod().metadata, labels={"kubernetes.io/os": "windows"})),
+         ("PodOSSelectorNodeLabelDoesNotMatch",
+          "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label")),
+        (pod({"os": {"name": "linux"}}), None),
+    ],
+    ids=["os-field", "os-label", "linux"],
+)  # fmt: skip
+def test_a_pod_for_another_os_is_rejected_with_gos_reasons(candidate, expected):
+    assert check(candidate) == ((True, "", "") if expected is None else (False, *expected))

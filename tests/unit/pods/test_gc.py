@@ -15,6 +15,7 @@ from pykubelet.pods.gc import (
     detect_images,
     image_usage_percent,
     images_to_remove,
+    pod_dirs_to_remove,
     pod_log_dirs_to_remove,
     sandboxes_to_remove,
 )
@@ -229,3 +230,9 @@ def test_detect_images_tracks_first_seen_and_last_used():
         "new": ImageRecord(first_seen=100.0),
         "used": ImageRecord(first_seen=100.0, last_used=100.0),
     }
+
+
+def test_pod_dirs_of_pods_gone_with_nothing_in_the_runtime_go():
+    uids = ["wanted", "gone", "still-running"]
+    assert pod_dirs_to_remove(uids, desired_pod_uids={"wanted"}, live_pod_uids={"still-running"}) == ["gone"]
+    assert pod_dirs_to_remove(uids, desired_pod_uids=None, live_pod_uids=set()) == []  # sources not all seen

@@ -1,0 +1,178 @@
+"""A pod worker's container starts (Go: kuberuntime startContainer): back-off, the image,
+the container's config with its environment, volumes and user resolved, CreateContainer
+and StartContainer, the postStart hook. Part of PodWorker (worker.py), split out along the
+seam between starting a pod and stopping it (termination.py).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+from cri_api.v1 import api_pb2
+
+from pykubelet.actors import events
+from pykubelet.messages.pod import Container, Pod
+from pykubelet.pods.actions import MINIMUM_GRACE_PERIOD
+from pykubelet.messages.runtime import PodRuntimeStatus
+from pykubelet.pods.actions import restart_count_for
+from pykubelet.pods.backoff import backoff_key, crash_loop_message, format_pod
+from pykubelet.pods.env import ContainerConfigError
+from pykubelet.pods.runtime_config import container_config
+from pykubelet.pods.security_context import SecurityContextError, image_user, run_as_non_root_error
+from pykubelet.ports.cri import CriError
+
+from . import termination_message
+from .container_setup import PodSetup, container_inputs, pod_facts, read_objects, write_hosts_file
+from .hooks import HookFailed, ports_by_name, run_hook
+from .termination import ignore_gone
+from .images import ImageProblem, ensure_image
+
+log = logging.getLogger("pykubelet.podworker")
+
+RETRY_MAX = 10.0  # seconds until a container whose config or creation failed is tried again
+POST_START_TIMEOUT = 120.0  # Go gives postStart no deadline; a hung hook must not hold the worker forever
+
+
+class ContainerStarts:
+    """The start half of PodWorker; uses its deps, uid, waiting, created, setup, pod_ips,
+    hosts_file, volumes, record(), fields, _creating(), _grace_period() and _host()."""
+
+    async def _start_container(
+        self,
+        pod: Pod,
+        container: Container,
+        runtime: PodRuntimeStatus,
+        sandbox_id: str,
+        sandbox: api_pb2.PodSandboxConfig,
+        container_type: str,
+    ) -> float | None:
+        """Start one container unless it is in back-off; seconds until a retry is due."""
+        deps, name = self.deps, container.name
+        latest = runtime.latest(name)
+        if latest is not None and latest.state == "exited" and latest.finished_at is not None:
+            key = backoff_key(pod, container)
+            if deps.crash_backoff.in_backoff(key, latest.finished_at):
+                self.waiting[name] = (
+                    "CrashLoopBackOff",
+                    crash_loop_message(deps.crash_backoff.delay(key), pod, name),
+                )
+                self.record(
+                    pod, name, "Warning", events.BACK_OFF_START_CONTAINER,
+                    f"Back-off restarting failed container {name} in pod {format_pod(pod)}",
+                )
+                return deps.crash_backoff.remaining(key, latest.finished_at)
+            deps.crash_backoff.next(key, latest.finished_at)
+        cri = deps.runtime.client
+        image = await ensure_image(
+            cri, pod, container, deps.image_backoff,
+            lambda type, reason, message: self.record(pod, name, type, reason, message),
+        )
+        if isinstance(image, ImageProblem):
+            self.waiting[name] = (image.reason, image.message)
+            log.warning("%s: %s", image.reason, image.message, extra={**self.fields, "container": name})
+            return image.retry_in
+        restart_count = restart_count_for(runtime, name)
+        try:
+            config = await self._container_config(pod, container, image, restart_count)
+        except (ContainerConfigError, SecurityContextError) as exc:
+            self.waiting[name] = ("CreateContainerConfigError", str(exc))
+            self.record(pod, name, "Warning", events.FAILED_TO_CREATE_CONTAINER, f"Error: {exc}")
+            log.warning("CreateContainerConfigError: %s", exc, extra={**self.fields, "container": name})
+            return RETRY_MAX
+        message_file = termination_message.prepare(deps.node.root_dir, pod, container, restart_count)
+        if message_file is not None:
+            config.mounts.append(
+                api_pb2.Mount(container_path=container.termination_message_path, host_path=message_file)
+            )
+        try:
+            self._creating()
+            container_id = await cri.create_container(sandbox_id, config, sandbox)
+            self.created[1].append(container_id)
+        except CriError as exc:
+            return self._start_failed(pod, name, "CreateContainerError", exc, container_type)
+        self.record(pod, name, "Normal", events.CREATED_CONTAINER, f"Created container {name}")
+        try:
+            await cri.start_container(container_id)
+        except CriError as exc:
+            return self._start_failed(pod, name, "RunContainerError", exc, container_type)
+        self.record(pod, name, "Normal", events.STARTED_CONTAINER, f"Started container {name}")
+        deps.metrics.started_containers.labels(container_type).inc()
+        log.info(
+            "container started",
+            extra={**self.fields, "container": name, "container_id": container_id, "restart_count": restart_count},
+        )
+        if container.lifecycle is not None and container.lifecycle.post_start is not None:
+            return await self._post_start(pod, container, container_id)
+        return None
+
+    async def _post_start(self, pod: Pod, container: Container, container_id: str) -> float | None:
+        """A failing postStart hook kills the container; it restarts per restartPolicy."""
+        cri = self.deps.runtime.client
+        try:
+            await run_hook(
+                cri, container.lifecycle.post_start, container_id,
+                host=self._host(), ports=ports_by_name(container), timeout=POST_START_TIMEOUT,
+            )
+            return None
+        except HookFailed as exc:
+            message = f"PostStartHook failed: {exc}"
+        log.warning("%s", message, extra={**self.fields, "container": container.name})
+        self.record(pod, container.name, "Warning", events.FAILED_POST_START_HOOK, message)
+        self.waiting[container.name] = ("PostStartHookError", message)
+        await ignore_gone(cri.stop_container(container_id, max(self._grace_period(pod), MINIMUM_GRACE_PERIOD)))
+        return None
+
+    async def _set_up_volumes(self, pod: Pod) -> PodSetup:
+        """The objects the pod reads and its volumes, ready before any container starts;
+        refreshed at every sync, so that ConfigMap and Secret edits reach running pods."""
+        objects, services = await read_objects(pod, self.deps)
+        facts = pod_facts(pod, self.deps, self.pod_ips)
+        paths = await self.volumes.set_up(pod, facts, objects)
+        return PodSetup(facts=facts, objects=objects, services=services, volume_paths=paths)
+
+    async def _pod_network(self, pod: Pod, runtime: PodRuntimeStatus, sandbox_id: str, *, fresh: bool) -> None:
+        """The pod's IPs (the node's for host network) and its /etc/hosts, before its
+        containers are created (Go reads the new sandbox's status for them)."""
+        if pod.spec.host_network:
+            ips = [self.deps.node.host_ip]
+        elif not fresh and runtime.ip:
+            ips = [runtime.ip]
+        else:
+            answer = await self.deps.runtime.client.pod_sandbox_status(sandbox_id)
+            network = answer.status.network
+            ips = [ip for ip in (network.ip, *(a.ip for a in network.additional_ips)) if ip]
+        self.pod_ips = ips
+        if self.setup is not None:
+            self.setup.facts = pod_facts(pod, self.deps, ips)
+        self.hosts_file = await trio.to_thread.run_sync(write_hosts_file, pod, self.deps, ips)
+
+    async def _container_config(self, pod: Pod, container: Container, image: str, restart_count: int):
+        """The CRI config of one container: its environment and mounts resolved, its user
+        checked against the image's (runAsNonRoot)."""
+        setup = self.setup or PodSetup(facts=pod_facts(pod, self.deps, self.pod_ips))
+        inputs = container_inputs(pod, container, setup, hosts_file=self.hosts_file, pod_ips=self.pod_ips)
+        sc = container.security_context
+        pod_sc = pod.spec.security_context
+        if (sc is not None and sc.run_as_non_root) or (pod_sc is not None and pod_sc.run_as_non_root):
+            status = await self.deps.runtime.client.image_status(image)
+            uid, username = image_user(status.image if status.HasField("image") else None)
+            if (error := run_as_non_root_error(pod, container, image_uid=uid, image_username=username)) is not None:
+                raise ContainerConfigError(error)
+        return container_config(
+            pod, inputs.container, image_ref=image, restart_count=restart_count,
+            volume_paths=setup.volume_paths, env=inputs.env, command=inputs.command, args=inputs.args,
+            extra_mounts=inputs.extra_mounts,
+        )
+
+    def _terminal(self, pod: Pod) -> bool:
+        status = self.deps.statuses.get(self.uid)
+        return status is not None and status.phase in ("Succeeded", "Failed")
+
+    def _start_failed(self, pod: Pod, name: str, reason: str, exc: CriError, container_type: str) -> float:
+        self.waiting[name] = (reason, str(exc))
+        self.record(pod, name, "Warning", events.FAILED_TO_START_CONTAINER, f"Error: {exc}")
+        self.deps.metrics.started_containers_errors.labels(exc.code or "Unknown", container_type).inc()
+        log.warning("%s: %s", reason, exc, extra={**self.fields, "container": name})
+        return RETRY_MAX
+
