@@ -20,6 +20,7 @@ from pykubelet.actors.volumes import ObjectCache, ObjectKey
 from pykubelet.messages.pod import Pod
 from pykubelet.messages.pod_updates import TerminatePod
 from pykubelet.pods.env import ServiceEnv
+from pykubelet.ports.cri.pods import read_pod_status
 from pykubelet.ports.mounts import is_mount_point
 from tests.integration.test_pod_worker import worker_deps
 from tests.support.containerd import BUSYBOX_IMAGE
@@ -222,5 +223,34 @@ async def test_a_volume_pykubelet_cannot_mount_fails_the_start_with_failed_mount
         )
         assert (await cri.list_pod_sandbox()) == [] or all(
             s.metadata.uid != uid for s in await cri.list_pod_sandbox())  # nothing was created
+    finally:
+        await worker.terminate(TerminatePod(reason="test over"))
+
+
+@pytest.mark.containerd
+async def test_a_pod_past_its_active_deadline_is_stopped_and_failed(cri, containerd, tmp_path):
+    deps = await worker_deps(cri, containerd, tmp_path)
+    uid = str(uuid.uuid4())
+    pod = msgspec.convert({
+        "metadata": {"name": "batch", "namespace": "shop", "uid": uid},
+        "spec": {"hostNetwork": True, "activeDeadlineSeconds": 2, "terminationGracePeriodSeconds": 2,
+                 "containers": [{"name": "app", "image": BUSYBOX_IMAGE, "imagePullPolicy": "IfNotPresent",
+                                 "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"]}]},
+    }, Pod)
+    worker = PodWorker(uid, pod, deps)
+    try:
+        wake_in = await worker.sync()
+        assert deps.statuses.get(uid).phase in ("Pending", "Running")
+        assert wake_in is not None and wake_in <= 2  # the worker wakes at the deadline
+        with trio.fail_after(20):
+            while deps.statuses.get(uid).phase != "Failed":
+                await trio.sleep(0.5)
+                await worker.sync()
+        status = deps.statuses.get(uid)
+        assert status.reason == "DeadlineExceeded"
+        assert status.message == "Pod was active on the node longer than the specified deadline"
+        runtime = await read_pod_status(cri, uid)
+        assert [c.state for c in runtime.containers] == ["exited"]
+        assert any(e.reason == "DeadlineExceeded" for e in deps.events.events())
     finally:
         await worker.terminate(TerminatePod(reason="test over"))

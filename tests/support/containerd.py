@@ -330,7 +330,7 @@ def _cleanup_dir(base: Path, ids: set[str]) -> None:
         _kill_tree(pid)
     _remove_shim_sockets(base / "state")
     ids = ids | _known_ids(base / "root", base / "state")
-    _unmount_under(base)
+    unmount_under(base)
     _remove_cgroups(ids)
     if _mounts_under(base):
         # Never rm -rf through a mount point: that would delete whatever is mounted there.
@@ -398,7 +398,8 @@ def _mounts_under(base: Path) -> list[str]:
     return points
 
 
-def _unmount_under(base: Path) -> None:
+def unmount_under(base: Path) -> None:
+    """Unmount (lazily) every mount point below `base`, deepest first."""
     libc = ctypes.CDLL(None, use_errno=True)
     mnt_detach = 2
     for point in sorted(set(_mounts_under(base)), key=len, reverse=True):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.containerd import unmount_under
+
 SCRIPTS = Path(sys.executable).parent
 
 
@@ -95,5 +97,8 @@ class DaemonProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=10)
+        # The daemon leaves the tmpfs mounts of running pods in place, as it should; the
+        # test ends them with its pods.
+        unmount_under(self.root_dir)
         if getattr(self, "_log", None):
             self._log.close()
