@@ -1,7 +1,10 @@
-"""A small HTTP/1.1 server on trio streams (h11), for the healthz port and the admin socket.
+"""A small HTTP/1.1 server on trio streams (h11), for the healthz port, the admin socket
+and the kubelet API.
 
 Routes are plain async functions from Request to Response; this module only speaks the
-protocol and owns the listeners (TCP, or a unix socket created with mode 0600).
+protocol and owns the listeners (TCP, or a unix socket created with mode 0600). A response
+is a body, a body streamed in chunks (`stream`: logs that follow), or a takeover of the
+connection (`upgrade`: exec, attach and port-forward proxied to the runtime).
 """
 
 from __future__ import annotations
@@ -30,6 +33,12 @@ class Request:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes = b""
+    target: str = ""  # the request target as sent (path and query)
+    raw_headers: list[tuple[bytes, bytes]] = field(default_factory=list)  # as sent, in order
+    peer_certificate: bytes | None = None  # the TLS client certificate (DER), if one was given
+
+
+Send = Callable[[bytes], Awaitable[None]]
 
 
 @dataclass
@@ -40,6 +49,12 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
     # Run once the response is written (for actions that would end this connection).
     after: Callable[[], Awaitable[None]] | None = None
+    # A body written piece by piece (chunked transfer encoding) until the producer returns;
+    # `body` is then ignored. A client that goes away ends it (the send raises).
+    stream: Callable[[Send], Awaitable[None]] | None = None
+    # Take over the connection instead of answering: called with the client's stream and
+    # the bytes it sent after the request head; the connection is closed when it returns.
+    upgrade: Callable[[trio.abc.Stream, bytes], Awaitable[None]] | None = None
 
     @classmethod
     def text(cls, status: int, text: str) -> Response:
@@ -57,18 +72,31 @@ class AdminSocketInUse(OSError):
     pass
 
 
-async def serve_connection(stream: trio.abc.Stream, handler: Handler) -> None:
+async def serve_connection(
+    stream: trio.abc.Stream, handler: Handler, *, peer_certificate: bytes | None = None
+) -> None:
     conn = h11.Connection(h11.SERVER)
     try:
         while True:
             request = await _read_request(conn, stream)
             if request is None:
                 return
+            request.peer_certificate = peer_certificate
             try:
                 response = await handler(request)
             except Exception as exc:  # a broken route must not take the server down
                 log.exception("request failed", extra={"path": request.path})
                 response = Response.text(500, f"internal error: {type(exc).__name__}: {exc}\n")
+            if response.upgrade is not None:
+                trailing, _ = conn.trailing_data
+                await response.upgrade(stream, bytes(trailing))
+                return
+            if response.stream is not None:
+                await _stream_response(conn, stream, response)
+                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                    return
+                conn.start_next_cycle()
+                continue
             # An answer already decided is delivered even if the server is being stopped
             # (crashing an actor started before the server restarts the server too).
             with trio.CancelScope(shield=True, deadline=trio.current_time() + WRITE_TIMEOUT):
@@ -105,6 +133,8 @@ async def _read_request(conn: h11.Connection, stream: trio.abc.Stream) -> Reques
                 path=target.path,
                 query=parse_qs(target.query, keep_blank_values=True),
                 headers={k.decode("latin-1"): v.decode("latin-1") for k, v in event.headers},
+                target=event.target.decode("latin-1"),
+                raw_headers=list(event.headers.raw_items()),
             )
         elif isinstance(event, h11.Data):
             body += event.data
@@ -130,6 +160,19 @@ async def _write_response(conn: h11.Connection, stream: trio.abc.Stream, respons
         data = conn.send(event)
         if data:
             await stream.send_all(data)
+
+
+async def _stream_response(conn: h11.Connection, stream: trio.abc.Stream, response: Response) -> None:
+    headers = [("content-type", response.content_type), *response.headers.items()]  # no length: chunked
+
+    async def send(data: bytes) -> None:
+        if data:
+            await stream.send_all(conn.send(h11.Data(data=data)))
+
+    await stream.send_all(conn.send(h11.Response(status_code=response.status, headers=headers)))
+    assert response.stream is not None
+    await response.stream(send)
+    await stream.send_all(conn.send(h11.EndOfMessage()))
 
 
 async def serve_listeners(listeners: list[trio.abc.Listener], handler: Handler) -> None:
