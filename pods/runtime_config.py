@@ -16,7 +16,12 @@ from pykubelet.messages.pod import Container, Pod
 
 from .hosts_file import pod_hostname
 from .labels import container_annotations, container_labels, sandbox_annotations, sandbox_labels
-from .security_context import container_security_context, sandbox_security_context, sandbox_sysctls
+from .security_context import (
+    DEFAULT_SECCOMP_PROFILE_ROOT,
+    container_security_context,
+    sandbox_security_context,
+    sandbox_sysctls,
+)
 
 
 def pod_log_directory(pod_logs_dir: str, pod: Pod) -> str:
@@ -87,6 +92,7 @@ def container_config(
     command: Sequence[str] | None = None,
     args: Sequence[str] | None = None,
     extra_mounts: Sequence[api_pb2.Mount] = (),
+    seccomp_profile_root: str = DEFAULT_SECCOMP_PROFILE_ROOT,
 ) -> api_pb2.ContainerConfig:
     """`volume_paths`: volume name -> the host path the kubelet prepared for it. `env`,
     `command` and `args`, when given, replace the spec's (already resolved and expanded
@@ -120,6 +126,6 @@ def container_config(
         stdin_once=container.stdin_once,
         tty=container.tty,
         linux=api_pb2.LinuxContainerConfig(
-            security_context=container_security_context(pod, container),
+            security_context=container_security_context(pod, container, seccomp_profile_root=seccomp_profile_root),
         ),
     )

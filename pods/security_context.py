@@ -108,6 +108,11 @@ def seccomp_profile(
             if profile.type == "Localhost":
                 if not profile.localhost_profile:
                     raise SecurityContextError("localhostProfile must be set if seccompProfile type is Localhost.")
+                if os.path.isabs(profile.localhost_profile) or ".." in profile.localhost_profile.split("/"):
+                    raise SecurityContextError(
+                        f"seccompProfile.localhostProfile {profile.localhost_profile!r}: must be a path relative to "
+                        f"the kubelet's seccomp directory ({profile_root}), without '..'"
+                    )
                 return api_pb2.SecurityProfile(
                     profile_type=api_pb2.SecurityProfile.Localhost,
                     localhost_ref=os.path.normpath(os.path.join(profile_root, profile.localhost_profile)),

@@ -28,6 +28,17 @@ _WHY_IGNORED = {
     "ephemeralContainers": (
         "was added to the running pod (kubectl debug?); pykubelet does not run ephemeral containers"
     ),
+    "imagePullSecrets": (
+        "is not used: pykubelet pulls without registry credentials, so an image that needs them fails "
+        "with ErrImagePull"
+    ),
+    "automountServiceAccountToken": "is the API server's (its ServiceAccount admission); the kubelet ignores it",
+    "fsGroupChangePolicy": (
+        "is not needed: pykubelet sets the group of each volume's root and of the files it writes, "
+        "and never changes ownership recursively"
+    ),
+    "limits": "is not enforced yet: pykubelet sets no cgroup limits (cpu, memory) on containers",
+    "sizeLimit": "is not enforced on a disk-backed emptyDir yet (Go evicts the pod; pykubelet does not evict)",
 }
 
 
@@ -69,7 +80,9 @@ def unsupported_fields(pod: Pod) -> UnsupportedFields:
     # registry's 401 that does not name the cause; refusing names it at once. (A service
     # account's imagePullSecrets are copied into every pod that uses it.)
     if spec.image_pull_secrets:
-        refused.append("spec.imagePullSecrets")
+        ignored.append("spec.imagePullSecrets")
+    if spec.automount_service_account_token is not None:
+        ignored.append("spec.automountServiceAccountToken")
     # Ephemeral containers (kubectl debug) cannot be set at creation; the API adds them to
     # a running pod. A pod that comes with them before pykubelet ever started it (a static
     # pod) is refused; one that already ran here keeps running and is warned about, so a
@@ -87,6 +100,12 @@ def unsupported_fields(pod: Pod) -> UnsupportedFields:
             refused.append("spec.securityContext.seLinuxOptions")
         if _set(spec.security_context.se_linux_change_policy):
             refused.append("spec.securityContext.seLinuxChangePolicy")
+        # Strict needs a runtime that reports it can (containerd 2.0+); Go refuses the pod
+        # with SupplementalGroupsPolicyNotSupported where it cannot.
+        if spec.security_context.supplemental_groups_policy == "Strict":
+            refused.append("spec.securityContext.supplementalGroupsPolicy")
+        if spec.security_context.fs_group_change_policy:
+            ignored.append("spec.securityContext.fsGroupChangePolicy")
         profile = spec.security_context.app_armor_profile
         if profile is not None and profile.type != "Unconfined":
             refused.append("spec.securityContext.appArmorProfile")
@@ -105,9 +124,13 @@ def unsupported_fields(pod: Pod) -> UnsupportedFields:
             # at start and no restart it asks for is skipped.
             if _set(container.resize_policy):
                 ignored.append(f"{path}.resizePolicy")
+            if container.resources is not None and container.resources.limits:
+                ignored.append(f"{path}.resources.limits")
 
     for i, volume in enumerate(spec.volumes):
         refused += [f"spec.volumes[{i}].{field}" for field in _refused_volume_fields(volume)]
+        if volume.empty_dir is not None and volume.empty_dir.medium != "Memory" and volume.empty_dir.size_limit:
+            ignored.append(f"spec.volumes[{i}].emptyDir.sizeLimit")
 
     # The scheduler's: placement is done by the time the pod is bound here, and the Go
     # kubelet admits on nodeSelector and required node affinity only.

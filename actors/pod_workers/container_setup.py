@@ -16,8 +16,8 @@ import trio
 from cri_api.v1 import api_pb2
 
 from pykubelet.actors.volumes.object_cache import EMPTY_SNAPSHOT, ObjectSnapshot, referenced_objects
-from pykubelet.messages.pod import Container, Pod
-from pykubelet.pods.dns import DNSWarning, pod_dns_config
+from pykubelet.messages.pod import Container, Pod, VolumeMount
+from pykubelet.pods.dns import DNSWarning, ResolvConfError, pod_dns_config
 from pykubelet.pods.downward_api import PodFacts
 from pykubelet.pods.env import ContainerConfigError, ServiceEnv, container_env, expand_command, expand_sub_path_expr
 from pykubelet.pods.hosts_file import hosts_file_content, hosts_mount, should_mount_hosts_file
@@ -33,7 +33,11 @@ _API_DATA_VOLUMES = frozenset({"configMap", "secret", "downwardAPI", "projected"
 
 
 class ObjectsNotReady(Exception):
-    """The API server has not answered for an object or the Services yet."""
+    """The API server has not answered for an object yet."""
+
+
+class SandboxConfigError(Exception):
+    """The sandbox's config cannot be made (its DNS); FailedCreatePodSandBox."""
 
 
 @dataclass
@@ -42,7 +46,7 @@ class PodSetup:
 
     facts: PodFacts
     objects: ObjectSnapshot = EMPTY_SNAPSHOT
-    services: list[ServiceEnv] = field(default_factory=list)
+    services: list[ServiceEnv] | None = field(default_factory=list)  # None: not read yet
     volume_paths: dict[str, str] = field(default_factory=dict)
 
 
@@ -54,9 +58,10 @@ def pod_facts(pod: Pod, deps: PodWorkerDeps, pod_ips: Sequence[str] = ()) -> Pod
     )
 
 
-async def read_objects(pod: Pod, deps: PodWorkerDeps) -> tuple[ObjectSnapshot, list[ServiceEnv]]:
+async def read_objects(pod: Pod, deps: PodWorkerDeps) -> tuple[ObjectSnapshot, list[ServiceEnv] | None]:
     """The objects the pod references, as the watches last saw them, and the Services for
-    its environment. Standalone mode has neither (static pods may not reference objects)."""
+    its environment (None while they were never read: its containers wait). Standalone
+    mode has neither (static pods may not reference objects)."""
     cache = deps.objects
     if cache is None:
         return EMPTY_SNAPSHOT, []
@@ -73,23 +78,28 @@ async def read_objects(pod: Pod, deps: PodWorkerDeps) -> tuple[ObjectSnapshot, l
         with trio.move_on_after(OBJECTS_TIMEOUT):
             await cache.services_synced.wait()
         if not cache.services_synced.is_set():
-            raise ObjectsNotReady("services have not yet been read at least once, cannot construct envvars")
+            return snapshot, None
     return snapshot, cache.service_env(pod.metadata.namespace)
 
 
 def sandbox_dns(pod: Pod, deps: PodWorkerDeps) -> tuple[api_pb2.DNSConfig, list[DNSWarning]]:
+    """The sandbox's DNS; SandboxConfigError when resolvConf cannot be read or parsed (Go
+    fails the sandbox the same way)."""
     node = deps.node
     host_resolv_conf: str | None = None
     if node.resolv_conf:
         try:
             with open(node.resolv_conf) as file:
                 host_resolv_conf = file.read()
-        except OSError:
-            host_resolv_conf = ""  # as Go: a missing --resolv-conf file gives no servers
-    return pod_dns_config(
-        pod, cluster_dns=node.cluster_dns, cluster_domain=node.cluster_domain,
-        host_resolv_conf=host_resolv_conf, node_ips=(node.host_ip,),
-    )
+        except OSError as exc:
+            raise SandboxConfigError(f"resolvConf {node.resolv_conf}: {exc.strerror or exc}") from exc
+    try:
+        return pod_dns_config(
+            pod, cluster_dns=node.cluster_dns, cluster_domain=node.cluster_domain,
+            host_resolv_conf=host_resolv_conf, node_ips=(node.host_ip,),
+        )
+    except ResolvConfError as exc:
+        raise SandboxConfigError(f"resolvConf {node.resolv_conf}: {exc}") from exc
 
 
 def write_hosts_file(pod: Pod, deps: PodWorkerDeps, pod_ips: Sequence[str]) -> str:
@@ -110,10 +120,10 @@ def write_hosts_file(pod: Pod, deps: PodWorkerDeps, pod_ips: Sequence[str]) -> s
                 return path
     except OSError:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as file:
+    # Written in place, as Go does: running containers have it bind-mounted by inode.
+    with open(path, "w") as file:
         file.write(content)
-    os.chmod(path + ".tmp", 0o644)
-    os.replace(path + ".tmp", path)
+    os.chmod(path, 0o644)
     return path
 
 
@@ -131,7 +141,9 @@ def container_inputs(
 ) -> ContainerInputs:
     """Environment, expanded command and args, and mounts of one container; raises
     ContainerConfigError (CreateContainerConfigError) naming the missing object or key."""
-    env = container_env(pod, container, facts=setup.facts, objects=setup.objects, services=setup.services)
+    if setup.services is None:
+        raise ContainerConfigError("services have not yet been read at least once, cannot construct envvars")
+    env = container_env(pod, container, facts=setup.facts, objects=setup.objects.for_env(), services=setup.services)
     values = dict(env)
     command, args = expand_command(container, values)
     mounts = []
@@ -144,8 +156,11 @@ def container_inputs(
                 mount = msgspec.structs.replace(mount, sub_path=expand_sub_path_expr(mount.sub_path_expr, values))
             except ValueError as exc:
                 raise ContainerConfigError(f"volume mount {mount.name}: subPathExpr: {exc}") from exc
+        if mount.mount_propagation not in ("", "None", "HostToContainer", "Bidirectional"):
+            raise ContainerConfigError(f"volume mount {mount.name}: mountPropagation {mount.mount_propagation!r} "
+                                       "is not one of None, HostToContainer, Bidirectional")
         if mount.sub_path:
-            _make_sub_path(setup.volume_paths.get(mount.name), mount.sub_path)
+            mount = msgspec.structs.replace(mount, sub_path=_sub_path(setup.volume_paths.get(mount.name), mount))
         mounts.append(mount)
     extra = []
     if hosts_file is not None and should_mount_hosts_file(container, pod_ips):
@@ -156,17 +171,24 @@ def container_inputs(
     )
 
 
-def _make_sub_path(volume_path: str | None, sub_path: str) -> None:
-    """Go creates a missing subPath as a directory inside the volume; one that leaves the
-    volume (.. or a symlink out of it) is refused."""
+def _sub_path(volume_path: str | None, mount: VolumeMount) -> str:
+    """The subPath inside its volume, resolved, made as a directory when missing (as Go's
+    SafeMakeDir, with the volume root's mode and group); one with a `..` step or that
+    leads out of the volume (a symlink) is refused."""
+    sub_path = mount.sub_path
+    if os.path.isabs(sub_path) or ".." in sub_path.split("/"):
+        raise ContainerConfigError(f"volume mount {mount.name}: subPath {sub_path!r} must be a relative path without '..'")
     if volume_path is None:
-        return
-    root = os.path.realpath(volume_path)
-    target = os.path.realpath(os.path.join(root, sub_path))
-    if os.path.commonpath([root, target]) != root:
-        raise ContainerConfigError(f"subPath {sub_path!r} leaves its volume")
-    if not os.path.lexists(target):
-        # With the volume root's mode (and its group, by setgid), as Go's SafeMakeDir.
-        mode = os.stat(root).st_mode & 0o7777
-        os.makedirs(target, exist_ok=True)
-        os.chmod(target, mode)
+        return sub_path
+    try:
+        root = os.path.realpath(volume_path)
+        target = os.path.realpath(os.path.join(root, sub_path))
+        if os.path.commonpath([root, target]) != root:
+            raise ContainerConfigError(f"volume mount {mount.name}: subPath {sub_path!r} leads out of its volume")
+        if not os.path.lexists(target):
+            mode = os.stat(root).st_mode & 0o7777
+            os.makedirs(target, exist_ok=True)
+            os.chmod(target, mode)
+    except OSError as exc:
+        raise ContainerConfigError(f"volume mount {mount.name}: subPath {sub_path!r}: {exc.strerror or exc}") from exc
+    return os.path.relpath(target, root)

@@ -7,6 +7,7 @@ seam between starting a pod and stopping it (termination.py).
 from __future__ import annotations
 
 import logging
+import os
 
 import trio
 from cri_api.v1 import api_pb2
@@ -131,6 +132,16 @@ class ContainerStarts:
         paths = await self.volumes.set_up(pod, facts, objects)
         return PodSetup(facts=facts, objects=objects, services=services, volume_paths=paths)
 
+    async def _release_volumes(self) -> None:
+        """A finished pod's volumes are torn down and its objects and tokens forgotten
+        (Go: SyncTerminatedPod); its termination messages stay until it is removed."""
+        if self.volumes_released:
+            return
+        self.volumes_released = True
+        await self.volumes.tear_down_volumes(self.uid)
+        if self.deps.objects is not None:
+            self.deps.objects.release(self.uid)
+
     async def _pod_network(self, pod: Pod, runtime: PodRuntimeStatus, sandbox_id: str, *, fresh: bool) -> None:
         """The pod's IPs (the node's for host network) and its /etc/hosts, before its
         containers are created (Go reads the new sandbox's status for them)."""
@@ -145,12 +156,20 @@ class ContainerStarts:
         self.pod_ips = ips
         if self.setup is not None:
             self.setup.facts = pod_facts(pod, self.deps, ips)
-        self.hosts_file = await trio.to_thread.run_sync(write_hosts_file, pod, self.deps, ips)
+        try:
+            self.hosts_file = await trio.to_thread.run_sync(write_hosts_file, pod, self.deps, ips)
+        except OSError as exc:
+            self.hosts_file = None  # each container start then fails, naming why
+            self.hosts_error = f"kubelet-managed /etc/hosts: {exc.strerror or exc}"
+        else:
+            self.hosts_error = None
 
     async def _container_config(self, pod: Pod, container: Container, image: str, restart_count: int):
         """The CRI config of one container: its environment and mounts resolved, its user
         checked against the image's (runAsNonRoot)."""
         setup = self.setup or PodSetup(facts=pod_facts(pod, self.deps, self.pod_ips))
+        if self.hosts_error:
+            raise ContainerConfigError(self.hosts_error)
         inputs = container_inputs(pod, container, setup, hosts_file=self.hosts_file, pod_ips=self.pod_ips)
         sc = container.security_context
         pod_sc = pod.spec.security_context
@@ -162,7 +181,7 @@ class ContainerStarts:
         return container_config(
             pod, inputs.container, image_ref=image, restart_count=restart_count,
             volume_paths=setup.volume_paths, env=inputs.env, command=inputs.command, args=inputs.args,
-            extra_mounts=inputs.extra_mounts,
+            extra_mounts=inputs.extra_mounts, seccomp_profile_root=os.path.join(self.deps.node.root_dir, "seccomp"),
         )
 
     def _terminal(self, pod: Pod) -> bool:

@@ -34,6 +34,7 @@ from pykubelet.pods.active_deadline import (
 )
 from pykubelet.pods.hosts_file import PodHostnameError
 from pykubelet.pods.runtime_config import sandbox_config
+from pykubelet.pods.security_context import SecurityContextError
 from pykubelet.pods.status import compute_pod_status, rfc3339
 from pykubelet.ports.cri import CriError
 from pykubelet.ports.cri.pods import read_created, read_pod_status
@@ -44,7 +45,7 @@ from pykubelet.messages.pod_status_reports import PodStatusChanged
 
 from .deps import PodWorkerDeps
 from . import termination_message
-from .container_setup import ObjectsNotReady, PodSetup, sandbox_dns
+from .container_setup import ObjectsNotReady, PodSetup, SandboxConfigError, sandbox_dns
 from .container_start import ContainerStarts
 from .termination import PodTermination
 
@@ -86,6 +87,8 @@ class PodWorker(ContainerStarts, PodTermination):
         self.hosts_file: str | None = None
         self.mount_retry = MOUNT_RETRY_INITIAL
         self.deadline_reported = False
+        self.volumes_released = False
+        self.hosts_error: str | None = None  # why the pod's /etc/hosts could not be written
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -196,28 +199,38 @@ class PodWorker(ContainerStarts, PodTermination):
             if not actions.create_sandbox:
                 return None  # the pod is done (or its init failed): nothing more to run
         if self._terminal(pod):
-            return None  # a finished pod mounts nothing more (Go: no WaitForAttachAndMount)
+            await self._release_volumes()  # a finished pod keeps no secret mounted (Go: SyncTerminatedPod)
+            return None
+        running = any(s.state == "ready" for s in runtime.sandboxes) and self.setup is not None
         try:
             self.setup = await self._set_up_volumes(pod)
+            self.mount_retry = MOUNT_RETRY_INITIAL
         except (MountFailed, ObjectsNotReady) as exc:
             message = str(exc) if isinstance(exc, MountFailed) else f"Unable to attach or mount volumes: {exc}"
             log.warning("%s", message, extra=self.fields)
             self.record(pod, None, "Warning", events.FAILED_MOUNT_VOLUME, message)
             retry, self.mount_retry = self.mount_retry, min(self.mount_retry * 2, MOUNT_RETRY_MAX)
-            return retry
-        self.mount_retry = MOUNT_RETRY_INITIAL
-        dns, dns_warnings = sandbox_dns(pod, self.deps)
-        try:
-            sandbox = sandbox_config(
-                pod, attempt=actions.attempt, pod_logs_dir=self.deps.node.pod_logs_dir,
-                dns_config=dns, cluster_domain=self.deps.node.cluster_domain,
-            )
-        except PodHostnameError as exc:
-            self.record(pod, None, "Warning", events.FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {exc}")
-            log.warning("pod hostname: %s", exc, extra=self.fields)
-            return RETRY_MAX
+            if not running:
+                return retry  # nothing starts before its volumes are there
+            # A running pod whose refresh failed goes on with what is mounted (Go: only
+            # the first mount gates a pod); kills, restarts and probes carry on.
+        wants_sandbox = actions.create_sandbox or actions.init_containers_to_start or actions.containers_to_start
+        sandbox = None
+        if wants_sandbox:
+            try:
+                dns, dns_warnings = sandbox_dns(pod, self.deps)
+                sandbox = sandbox_config(
+                    pod, attempt=actions.attempt, pod_logs_dir=self.deps.node.pod_logs_dir,
+                    dns_config=dns, cluster_domain=self.deps.node.cluster_domain,
+                )
+            except (SandboxConfigError, PodHostnameError, SecurityContextError) as exc:
+                message = f"Failed to create pod sandbox: {exc}"
+                self.record(pod, None, "Warning", events.FAILED_CREATE_POD_SANDBOX, message)
+                log.warning("%s", message, extra=self.fields)
+                return RETRY_MAX
         sandbox_id = actions.sandbox_id
         if actions.create_sandbox:
+            assert sandbox is not None
             for warning in dns_warnings:
                 self.record(pod, None, "Warning", warning.reason, warning.message)
             if actions.attempt > 0:

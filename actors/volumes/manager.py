@@ -110,25 +110,34 @@ class VolumeManager:
         path = self.volume_dir(pod.metadata.uid, type_, volume.name)
         fs_group = pod.spec.security_context.fs_group if pod.spec.security_context is not None else None
         payload = await self._payload(pod, volume, facts, objects, fs_group)
-        tmpfs = type_ in ("secret", "projected") or (
-            type_ == "emptyDir" and volume.empty_dir is not None and volume.empty_dir.medium == "Memory"
-        )
+        empty_dir = volume.empty_dir
+        if empty_dir is not None and empty_dir.medium not in ("", "Memory"):
+            raise MountFailed(volume.name, f"emptyDir medium {empty_dir.medium!r} is not supported by pykubelet "
+                                           "(\"\" for disk, Memory for tmpfs)")
+        tmpfs = type_ in ("secret", "projected") or (empty_dir is not None and empty_dir.medium == "Memory")
         size = None
-        if type_ == "emptyDir" and volume.empty_dir is not None and volume.empty_dir.size_limit:
-            size = int(parse_quantity(volume.empty_dir.size_limit))
+        if empty_dir is not None and empty_dir.medium == "Memory" and empty_dir.size_limit:
+            try:
+                size = int(parse_quantity(empty_dir.size_limit))
+            except ValueError as exc:
+                raise MountFailed(volume.name, f"emptyDir sizeLimit {empty_dir.size_limit!r}: {exc}") from exc
 
         # An emptyDir is open to every user of the pod (Go makes it 0777); the kubelet's
         # own files are readable by all and written by it only.
         mode = 0o777 if type_ == "emptyDir" else 0o755
 
         def write() -> bool:
+            # The volume's root is made once (a container may change its mode later, as in
+            # Go); the kubelet's files in it are rewritten whenever they change.
+            new = not os.path.exists(path)
             os.makedirs(path, exist_ok=True)
-            if tmpfs:
+            if tmpfs and not mounts.is_mount_point(path):
                 mounts.mount_tmpfs(path, size_bytes=size, mode=mode)
-            if stat.S_IMODE(os.stat(path).st_mode) & 0o777 != mode:
+                new = True
+            if new:
                 os.chmod(path, mode)
-            if fs_group is not None:
-                _own_for_group(path, fs_group)
+                if fs_group is not None:
+                    _own_for_group(path, fs_group)
             return payload is not None and write_payload(path, payload)
 
         try:
@@ -176,10 +185,17 @@ class VolumeManager:
         return tokens
 
     async def tear_down(self, uid: str) -> None:
-        """Unmount and remove everything the pod had on the node (its containers are gone)."""
+        """Unmount and remove everything the pod had on the node (its containers are gone).
+        Never raises: what cannot be removed is logged and left for the next try."""
         if self.tokens is not None:
             self.tokens.forget(uid)
-        await trio.to_thread.run_sync(_remove_pod_dir, self.pod_dir(uid))
+        await trio.to_thread.run_sync(_remove_dir, self.pod_dir(uid))
+
+    async def tear_down_volumes(self, uid: str) -> None:
+        """Only the volumes (a finished pod keeps its termination messages until removed)."""
+        if self.tokens is not None:
+            self.tokens.forget(uid)
+        await trio.to_thread.run_sync(_remove_dir, os.path.join(self.pod_dir(uid), "volumes"))
 
     def pods_on_disk(self) -> set[str]:
         try:
@@ -216,10 +232,33 @@ def _own_for_group(path: str, gid: int) -> None:
         os.chmod(path, mode)
 
 
-def _remove_pod_dir(pod_dir: str) -> None:
-    volumes = os.path.join(pod_dir, "volumes")
-    if os.path.isdir(volumes):
-        for plugin in os.listdir(volumes):
-            for name in os.listdir(os.path.join(volumes, plugin)):
-                mounts.unmount(os.path.join(volumes, plugin, name))
-    shutil.rmtree(pod_dir, ignore_errors=True)
+def _remove_dir(path: str) -> None:
+    """Unmount what the kubelet mounted below `path`, then remove it, never through a mount
+    that is still there (a container's Bidirectional mount, an unmount that failed): then
+    it is left in place with a warning, as Go's cleanup of orphaned pod directories does."""
+    if not os.path.lexists(path):
+        return
+    for point in sorted(_mounts_below(path), key=len, reverse=True):
+        try:
+            mounts.unmount(point)
+        except OSError as exc:
+            log.warning("cannot unmount %s: %s", point, exc)
+    if remaining := _mounts_below(path):
+        log.warning("not removing %s: mounts remain below it: %s", path, ", ".join(remaining))
+        return
+    shutil.rmtree(path, onerror=_removal_failed)
+
+
+def _removal_failed(function, path: str, exc_info) -> None:
+    if not isinstance(exc_info[1], FileNotFoundError):  # gone meanwhile is fine
+        log.warning("removing %s: %s", path, exc_info[1])
+
+
+def _mounts_below(path: str) -> list[str]:
+    prefix = os.path.realpath(path) + "/"
+    try:
+        with open("/proc/self/mountinfo") as file:
+            points = [line.split()[4].replace("\\040", " ") for line in file]
+    except OSError:
+        return []
+    return [p for p in points if p.startswith(prefix)]

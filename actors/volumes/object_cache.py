@@ -125,13 +125,20 @@ class ObjectCache:
         self._wanted()
 
     def _forget(self, pod_uid: str, key: ObjectKey) -> None:
+        # The data stays until the actor stops the watch (drop_unwanted): a pod that uses
+        # the object again meanwhile finds it read and watched, not waiting for a list that
+        # the running watch would never make.
         users = self._users.get(key)
         if users is not None:
             users.discard(pod_uid)
             if not users:
                 del self._users[key]
-                self._data.pop(key, None)
-                self._synced.pop(key, None)
+
+    def drop_unwanted(self) -> None:
+        """Forget what no pod uses any more (the actor, as it stops those watches)."""
+        for key in [k for k in self._synced if k not in self._users]:
+            self._data.pop(key, None)
+            del self._synced[key]
 
     def _wanted(self) -> None:
         self.wanted_changed.set()
@@ -169,7 +176,8 @@ class ObjectCache:
 
 
 class ObjectSnapshot:
-    """The objects one sync reads (pods.env.EnvObjects and pods.volume_payload.VolumeObjects)."""
+    """The objects one sync reads, as volumes read them (pods.volume_payload.VolumeObjects):
+    a ConfigMap's data and binaryData (bytes) together."""
 
     def __init__(self, data: Mapping[ObjectKey, dict[str, Any] | None]) -> None:
         self._data = data
@@ -179,6 +187,24 @@ class ObjectSnapshot:
 
     def secret(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
         return self._data.get(ObjectKey("secrets", namespace, name))
+
+    def for_env(self) -> EnvSnapshot:
+        return EnvSnapshot(self)
+
+
+class EnvSnapshot:
+    """The same objects as env reads them (pods.env.EnvObjects): a ConfigMap's data only,
+    never its binaryData (Go reads .Data for configMapKeyRef and envFrom)."""
+
+    def __init__(self, snapshot: ObjectSnapshot) -> None:
+        self._snapshot = snapshot
+
+    def config_map(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        data = self._snapshot.config_map(namespace, name)
+        return None if data is None else {k: v for k, v in data.items() if isinstance(v, str)}
+
+    def secret(self, namespace: str, name: str) -> Mapping[str, bytes] | None:
+        return self._snapshot.secret(namespace, name)
 
 
 EMPTY_SNAPSHOT = ObjectSnapshot({})
@@ -283,6 +309,7 @@ def object_watches_actor(*, client: Any, cache: ObjectCache):
                 wanted = cache.wanted()
                 for key in set(running) - wanted:
                     running.pop(key).cancel()
+                cache.drop_unwanted()
                 for key in wanted - set(running):
                     running[key] = await nursery.start(watch, key)
                 await changed.wait()

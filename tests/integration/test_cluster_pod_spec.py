@@ -15,10 +15,14 @@ from tests.support.containerd import BUSYBOX_IMAGE
 NS = "/api/v1/namespaces/default"
 NODE = "system:node:node1"
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-# The probe passes when the container sees the Secret in its env, the token and CA files,
-# its namespace, and the ConfigMap's newest greeting.
+# The probe passes when the container runs as its user on a read-only root and sees the
+# Secret in its env, the token and CA files, its namespace, and the ConfigMap's newest
+# greeting.
 READY_WHEN = (
-    f'test "$PASSWORD" = hunter2 && test -s {TOKEN_DIR}/token && test -s {TOKEN_DIR}/ca.crt && '
+    'test "$(id -u)" = 1000 && ! touch /rootfs-write 2>/dev/null && '
+    # The password by its digest, so that the spec itself does not hold the secret.
+    'test "$(echo -n "$PASSWORD" | md5sum | cut -c1-12)" = 2ab96390c7db && '
+    f'test -s {TOKEN_DIR}/token && test -s {TOKEN_DIR}/ca.crt && '
     f'test "$(cat {TOKEN_DIR}/namespace)" = default && test "$(cat /config/greeting)" = bonjour'
 )
 KUBE_API_ACCESS = {
@@ -135,6 +139,10 @@ def test_a_pod_written_for_a_cluster_runs_unchanged_and_a_config_map_edit_reache
         if record.resource in ("configmaps", "secrets") and record.verb in ("list", "watch"):
             assert "metadata.name" in record.query, record
     assert [r for r in node_requests if r.status == 403] == []
-    # Neither the secret's value nor the token is in any log line.
+    # Neither the secret's value nor the token is in any log line, event or /pods.
+    token = (volume / "token").read_text()
     log = daemon.log()
-    assert "hunter2" not in log and (volume / "token").read_text() not in log
+    assert "hunter2" not in log and token not in log
+    events = admin.get(f"{NS}/events").text
+    pods = daemon.admin("GET", "/pods").text
+    assert "hunter2" not in events + pods and token not in events + pods

@@ -133,7 +133,8 @@ async def test_a_pod_written_for_a_cluster_runs_unchanged_and_sees_a_config_map_
         resolv = open(os.path.join(out, "resolv")).read().splitlines()
         assert "nameserver 10.96.0.10" in resolv and "nameserver 192.0.2.53" not in resolv
         assert "search shop.svc.cluster.local svc.cluster.local cluster.local corp.example" in resolv
-        assert any(line.startswith("options") and "ndots:5" in line for line in resolv)
+        options = next(line for line in resolv if line.startswith("options"))
+        assert "ndots:5" in options and "timeout:2" not in options  # the node's options are not a pod's
         # The subPathExpr directory, named from the env, inside the scratch emptyDir.
         scratch = os.path.join(str(tmp_path), "pods", uid, "volumes", "kubernetes.io~empty-dir", "scratch")
         assert open(os.path.join(scratch, "web", "file")).read() == "sub\n"

@@ -190,7 +190,7 @@ def test_a_pod_setting_unimplemented_fields_is_rejected_naming_each_and_the_way_
 
 
 def test_unimplemented_fields_are_reported_before_resources_that_do_not_fit():
-    candidate = pod({"imagePullSecrets": [{"name": "regcred"}],
+    candidate = pod({"hostUsers": False,
                      "containers": [{"name": "c", "resources": {"requests": {"cpu": "64"}}}]})  # fmt: skip
     assert check(candidate)[:2] == (False, "UnsupportedPodSpec")
 

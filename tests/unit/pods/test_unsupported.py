@@ -31,7 +31,6 @@ REFUSED = [
     ("pod-resources", {"resources": {"limits": {"cpu": "1"}}}, "spec.resources"),
     ("resourceClaims", {"resourceClaims": [{"name": "gpu", "resourceClaimName": "g"}]}, "spec.resourceClaims"),
     ("hostUsers-false", {"hostUsers": False}, "spec.hostUsers"),
-    ("imagePullSecrets", {"imagePullSecrets": [{"name": "regcred"}]}, "spec.imagePullSecrets"),
     ("ephemeral-not-started", {"ephemeralContainers": [{"name": "debug", "image": "busybox"}]},
      "spec.ephemeralContainers"),
     ("pod-seLinuxOptions", {"securityContext": {"seLinuxOptions": {"level": "s0:c1,c2"}}},
@@ -55,6 +54,8 @@ REFUSED = [
      "spec.containers[0].securityContext.appArmorProfile"),
     ("stopSignal", {"containers": [container(lifecycle={"stopSignal": "SIGUSR1"})]},
      "spec.containers[0].lifecycle.stopSignal"),
+    ("supplementalGroupsPolicy-Strict", {"securityContext": {"supplementalGroupsPolicy": "Strict"}},
+     "spec.securityContext.supplementalGroupsPolicy"),
     ("recursiveReadOnly", {"volumes": [{"name": "v", "emptyDir": {}}], "containers": [container(volumeMounts=[
         {"name": "v", "mountPath": "/v", "readOnly": True, "recursiveReadOnly": "Enabled"}])]},
      "spec.containers[0].volumeMounts[0].recursiveReadOnly"),
@@ -76,6 +77,14 @@ REFUSED = [
 ]  # fmt: skip
 
 IGNORED = [
+    ("imagePullSecrets", {"imagePullSecrets": [{"name": "regcred"}]}, "spec.imagePullSecrets"),
+    ("automountServiceAccountToken", {"automountServiceAccountToken": False}, "spec.automountServiceAccountToken"),
+    ("fsGroupChangePolicy", {"securityContext": {"fsGroupChangePolicy": "OnRootMismatch"}},
+     "spec.securityContext.fsGroupChangePolicy"),
+    ("limits", {"containers": [container(resources={"limits": {"memory": "64Mi"}})]},
+     "spec.containers[0].resources.limits"),
+    ("disk-emptyDir-sizeLimit", {"volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}]},
+     "spec.volumes[0].emptyDir.sizeLimit"),
     ("preferred-node-affinity", {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 1, "preference": {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}}]}}},
      "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"),
@@ -139,7 +148,7 @@ def test_ephemeral_containers_on_a_pod_that_already_started_are_warned_about_not
         # a sidecar; a container-level restartPolicy that repeats the pod's
         {"initContainers": [container(name="s", restartPolicy="Always")]},
         {"restartPolicy": "Never", "containers": [container(restartPolicy="Never")]},
-        {"containers": [container(volumeDevices=[], resources={"claims": [], "limits": {"cpu": "1"}},
+        {"containers": [container(volumeDevices=[], resources={"claims": [], "requests": {"cpu": "1"}},
                                   env=[{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])]},
         {"volumes": [{"name": "v", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}]},
     ],

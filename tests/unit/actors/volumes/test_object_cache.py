@@ -56,7 +56,8 @@ async def test_a_snapshot_waits_for_the_first_read_of_each_object():
     cache.set(CM, {"data": {"a": "1"}, "binaryData": {"b": base64.b64encode(b"\x00").decode()}})
     cache.set(SECRET, None)
     snapshot = await cache.snapshot({CM, SECRET}, timeout=1)
-    assert snapshot.config_map("ns", "cfg") == {"a": "1", "b": b"\x00"}
+    assert snapshot.config_map("ns", "cfg") == {"a": "1", "b": b"\x00"}  # as volumes read it
+    assert snapshot.for_env().config_map("ns", "cfg") == {"a": "1"}  # env reads data only
     assert snapshot.secret("ns", "s") is None  # read, and not there
 
 
@@ -145,3 +146,22 @@ async def test_the_actor_watches_each_wanted_object_by_name_and_follows_changes(
             await trio.sleep(0.01)
         assert changed == [{"u1"}]
         assert (await cache.snapshot({CM}, timeout=1)).config_map("ns", "cfg") == {"a": "2"}
+
+
+async def test_an_object_released_and_used_again_before_the_watch_stops_is_still_read(autojump_clock):
+    api = FakeObjectsApi()
+    api.objects["cfg"] = {"metadata": {"name": "cfg"}, "data": {"a": "1"}}
+    cache = ObjectCache()
+    async with running(ChildSpec("object-watches", object_watches_actor(client=api, cache=cache))):
+        cache.use("u1", {CM})
+        await cache.snapshot({CM}, timeout=5)
+        cache.release("u1")
+        cache.use("u2", {CM})  # before the actor saw the release
+        snapshot = await cache.snapshot({CM}, timeout=5)
+        assert snapshot.config_map("ns", "cfg") == {"a": "1"}
+        await trio.sleep(1)
+        cache.release("u2")
+        await trio.sleep(1)
+        assert cache.wanted() == set()
+        with pytest.raises(KeyError):
+            await cache.snapshot({CM}, timeout=1)  # forgotten once the watch stopped
