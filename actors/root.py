@@ -39,7 +39,10 @@ from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps, pod_worker_actor
 from pykubelet.actors.probes import ProbeMetrics, ProbeResults, probes_supervisor_spec
 from pykubelet.actors.runtime_link import RuntimeHandle, RuntimeLinkMetrics, RuntimeLinkSettings, runtime_link_actor
-from pykubelet.actors.server import ServerSettings, server_actor
+from pykubelet.actors.server import KubeletApiSettings, ServerSettings, server_actor
+from pykubelet.actors.server.auth import KubeletAuth
+from pykubelet.actors.server.debugging import DebuggingHandlers
+from pykubelet.actors.server.kubelet_api import KubeletApiSources, running_pods_from
 from pykubelet.actors.server.metrics import ActorTreeCollector
 from pykubelet.actors.sources.file import file_source_actor
 from pykubelet.actors.sources.api import api_source_actor
@@ -94,6 +97,8 @@ class DaemonSettings:
     gc: GcSettings = GcSettings()
     pleg: PlegSettings = PlegSettings()
     cluster: ClusterSettings | None = None  # None: standalone mode
+    kubelet_api: KubeletApiSettings | None = None  # None: no kubelet API port (enableServer false)
+    configz: dict = field(default_factory=dict)  # the effective KubeletConfiguration, for /configz
 
     @property
     def admin_socket(self) -> str:
@@ -215,9 +220,20 @@ class Daemon:
                         healthz_bind_address=settings.healthz_bind_address,
                         healthz_port=settings.healthz_port,
                         enable_fault_injection=settings.enable_fault_injection,
+                        kubelet_api=settings.kubelet_api,
                     ),
                     tree=lambda: self.root, health=self.health, metrics=self.metrics, pods=self.statuses.pod_list,
                     events=self.events.events,
+                    api_sources=KubeletApiSources(
+                        health=self.health, metrics=self.metrics, pods=self.statuses.pod_list,
+                        running_pods=lambda: running_pods_from(self.runtime_pods.latest),
+                        configz=settings.configz,
+                        debugging=DebuggingHandlers(
+                            runtime=self.runtime, pods=self.statuses.pod_list,
+                            relist=lambda: self.runtime_pods.latest, pod_logs_dir=self.node.pod_logs_dir,
+                        ).handlers(),
+                    ),
+                    auth=self._kubelet_auth,
                 ),
             ),
             *self._cluster_children(),
@@ -288,6 +304,13 @@ class Daemon:
                 check_frequency=settings.http_check_frequency,
             )))
         return sources
+
+    def _kubelet_auth(self) -> KubeletAuth:
+        """Who may use the kubelet API: the configuration's authentication and authorization,
+        reviewed by the API server with the node's own credentials (cluster mode)."""
+        api = self.settings.kubelet_api
+        assert api is not None and api.config is not None
+        return KubeletAuth(api.config, node_name=self.node.name, api=self.api)
 
     def _objects_changed(self, pod_uids: set[str]) -> None:
         """A watched object changed: the sync loop syncs the pods that read it. A full

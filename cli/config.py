@@ -39,6 +39,7 @@ from pykubelet.messages.config import (
     set_defaults,
     validate_kubelet_configuration,
 )
+from pykubelet.pods.kubelet_auth import standalone_auth, validate_auth
 
 EXIT_CONFIGURATION_ERROR = 2
 
@@ -198,6 +199,8 @@ _FLAGS = (
           "IP address of the node; for dual-stack one IPv4 and one IPv6, comma-separated"),
     _Flag("node-labels", "flags.node_labels", _parse_node_labels, "K=V,...",
           "labels to add when registering the node; repeatable", repeated=True),
+    _Flag("cert-dir", "flags.cert_dir", _parse_string, "DIR",
+          "where the self-signed serving certificate is kept (default <root-dir>/pki)"),
     _Flag("enable-fault-injection", "flags.enable_fault_injection", _parse_bool, "BOOL",
           "allow POST /debug/actors/{path}/crash on the admin socket (default false)", boolean=True),
     # KubeletConfiguration fields, by Go name.
@@ -219,6 +222,18 @@ _FLAGS = (
           "port of the kubelet API server (default 10250)"),
     _Flag("read-only-port", "config.readOnlyPort", _parse_int32, "PORT",
           "port of the unauthenticated read-only API; 0 = off (default 0)"),
+    _Flag("tls-cert-file", "config.tlsCertFile", _parse_string, "FILE",
+          "serving certificate of the kubelet API (default: self-signed in --cert-dir)"),
+    _Flag("tls-private-key-file", "config.tlsPrivateKeyFile", _parse_string, "FILE",
+          "key of --tls-cert-file"),
+    _Flag("client-ca-file", "config.authentication.x509.clientCAFile", _parse_string, "FILE",
+          "CA that signs the client certificates the kubelet API accepts"),
+    _Flag("anonymous-auth", "config.authentication.anonymous.enabled", _parse_bool, "BOOL",
+          "serve requests without credentials as system:anonymous", boolean=True),
+    _Flag("authentication-token-webhook", "config.authentication.webhook.enabled", _parse_bool, "BOOL",
+          "authenticate bearer tokens with a TokenReview", boolean=True),
+    _Flag("authorization-mode", "config.authorization.mode", _parse_string, "MODE",
+          "AlwaysAllow or Webhook (SubjectAccessReview)"),
     _Flag("healthz-port", "config.healthzPort", _parse_int32, "PORT",
           "port of the healthz endpoint; 0 = off (default 10248)"),
     _Flag("healthz-bind-address", "config.healthzBindAddress", _parse_ip, "IP",
@@ -380,7 +395,11 @@ def read_config_file(path: str) -> ConfigFile:
     base = Path(os.path.abspath(path)).parent
     relative = {name: str(base / getattr(config, name)) for name in _PATH_FIELDS
                 if getattr(config, name) and not os.path.isabs(getattr(config, name))}  # fmt: skip
-    return ConfigFile(msgspec.structs.replace(config, **relative), given, warnings)
+    config = msgspec.structs.replace(config, **relative)
+    ca_file = config.authentication.x509.client_ca_file
+    if ca_file and not os.path.isabs(ca_file):  # relative to the file, as Go resolves it
+        config = _with_nested(config, ["authentication", "x509", "clientCAFile"], str(base / ca_file))
+    return ConfigFile(config, given, warnings)
 
 
 def _read_yaml(path: str, where: str) -> dict:
@@ -461,6 +480,14 @@ def _value_at(raw: Any, field: str) -> Any:
 # --- putting it together -----------------------------------------------------------------
 
 
+def _with_nested(struct: Any, path: list[str], value: Any) -> Any:
+    """`struct` with the field at the Go path (["authentication", "x509", "clientCAFile"]) set."""
+    attribute = go_field_names(type(struct))[path[0]]
+    if len(path) == 1:
+        return msgspec.structs.replace(struct, **{attribute: value})
+    return msgspec.structs.replace(struct, **{attribute: _with_nested(getattr(struct, attribute), path[1:], value)})
+
+
 def build_configuration(argv: Sequence[str]) -> LoadedConfiguration:
     """load_configuration, plus the warnings and which fields were set explicitly."""
     words = _normalize_argv(argv)
@@ -490,22 +517,30 @@ def build_configuration(argv: Sequence[str]) -> LoadedConfiguration:
         warnings.extend(file_warnings)
 
     # Go re-parses the command line over the file's values: only flags given count.
-    changes, logging = {}, {}
+    changes, logging, nested = {}, {}, {}
     for field, name in by_field.items():
         if field.startswith("logging."):
             logging[_LOGGING_FIELDS[field.removeprefix("logging.")]] = values[name]
+        elif "." in field:
+            nested[field] = values[name]
         else:
             changes[_CONFIG_FIELDS[field]] = values[name]
     if logging:
         changes["logging"] = msgspec.structs.replace(config.logging, **logging)
     config = msgspec.structs.replace(config, **changes)
+    for field, value in nested.items():
+        config = _with_nested(config, field.split("."), value)
+    if flags.kubeconfig is None:
+        # Without an API server the webhooks cannot work: Go's defaults for a kubelet
+        # started without --config apply to what was not set (anonymous, AlwaysAllow).
+        config = standalone_auth(config, frozenset(file_fields) | frozenset(by_field))
 
     endpoint = config.container_runtime_endpoint
     if endpoint.startswith("/"):  # Go takes a bare socket path, with a deprecation warning
         warnings.append(f'runtime endpoint "{endpoint}" is deprecated: use "unix://{endpoint}"')
         config = msgspec.structs.replace(config, container_runtime_endpoint=f"unix://{endpoint}")
 
-    problems = validate_kubelet_configuration(config)
+    problems = [*validate_kubelet_configuration(config), *validate_auth(config, flags.kubeconfig is not None)]
     if problems:
         raise ConfigurationError("\n".join(
             _locate(field, problem, by_field, raw_flags, flags.config, file_fields)

@@ -13,6 +13,7 @@ import sys
 from importlib.metadata import version
 from typing import Sequence
 
+import msgspec
 import trio
 
 from pykubelet.actors.gc import GcSettings
@@ -21,13 +22,16 @@ from pykubelet.actors.node_lease import NodeLeaseSettings
 from pykubelet.actors.node_status import NodeStatusSettings
 from pykubelet.actors.root import ClusterSettings, Daemon, DaemonSettings
 from pykubelet.actors.runtime_link import RuntimeLinkSettings
+from pykubelet.actors.server import KubeletApiSettings
+from pykubelet.actors.server.auth import AuthConfigurationError, load_client_ca
 from pykubelet.actors.node_status import read_node_facts
 from pykubelet.actors.sync_loop import NodeView, SyncLoopSettings
 from pykubelet.pods.node import node_labels
 from pykubelet.embedded_runtime.launcher import EmbeddedRuntimeError
 from pykubelet.embedded_runtime.launcher import ensure_running as ensure_embedded_runtime
-from pykubelet.messages.config import EMBEDDED_RUNTIME
+from pykubelet.messages.config import EMBEDDED_RUNTIME, enc_hook
 from pykubelet.ports.apiserver import KubeconfigError, load_kubeconfig
+from pykubelet.ports.serving_cert import ServingCertError, TlsSettings, server_context
 from pykubelet.supervisor import RestartIntensityExceeded
 
 from .config import (
@@ -96,11 +100,56 @@ def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> Da
             node=node_view(flags, root_dir),
         ),
         cluster=cluster_settings(flags, config, root_dir),
+        kubelet_api=kubelet_api_settings(flags, config, root_dir, explicit),
+        configz=msgspec.to_builtins(config, enc_hook=enc_hook),
         gc=GcSettings(
             image_high=config.image_gc_high_threshold_percent,
             image_low=config.image_gc_low_threshold_percent,
             image_min_age=config.image_minimum_gc_age,
         ),
+    )
+
+
+def kubelet_api_settings(flags, config, root_dir: str, explicit: frozenset[str] = frozenset()) -> KubeletApiSettings | None:
+    """The kubelet API on address:port (enableServer), with its TLS and authentication."""
+    if not config.enable_server:
+        return None
+    address = config.address
+    open_to_all = config.authentication.anonymous.enabled and config.authorization.mode == "AlwaysAllow"
+    if flags.kubeconfig is None and open_to_all and "address" not in explicit:
+        # Standalone with Go's command-line defaults, anyone who reaches the port may run
+        # commands in containers (and the embedded runtime's are host processes): unless
+        # the operator chose an address, only this machine may.
+        address = "127.0.0.1"
+        log.warning("kubelet API on 127.0.0.1:%d only: it allows anonymous requests (standalone defaults); "
+                    "pass --address to serve elsewhere, with authentication configured", config.port)
+    if config.authentication.x509.client_ca_file:
+        try:
+            load_client_ca(config.authentication.x509.client_ca_file)
+        except AuthConfigurationError as error:
+            raise ConfigurationError(str(error)) from None
+    if config.tls_cert_file or config.tls_private_key_file:
+        try:
+            server_context(TlsSettings(min_version=config.tls_min_version, cipher_suites=tuple(config.tls_cipher_suites)),
+                           config.tls_cert_file, config.tls_private_key_file)
+        except ServingCertError as error:
+            raise ConfigurationError(str(error)) from None
+    return KubeletApiSettings(
+        node_name=node_name(flags.hostname_override),
+        node_ips=tuple(flags.node_ip) or (node_ip(()),),
+        address=address,
+        port=config.port,
+        read_only_port=config.read_only_port,
+        enable_debugging_handlers=config.enable_debugging_handlers,
+        tls=TlsSettings(
+            cert_file=config.tls_cert_file,
+            key_file=config.tls_private_key_file,
+            cert_dir=flags.cert_dir or os.path.join(root_dir, "pki"),
+            client_ca_file=config.authentication.x509.client_ca_file,
+            min_version=config.tls_min_version,
+            cipher_suites=tuple(config.tls_cipher_suites),
+        ),
+        config=config,
     )
 
 

@@ -166,6 +166,44 @@ def _go(name: str, default: Any = msgspec.NODEFAULT, **kw: Any) -> Any:
     return msgspec.field(default=default, name=name, **kw)
 
 
+# Authentication and authorization of the kubelet API (k8s.io/kubelet/config/v1beta1
+# KubeletAuthentication, KubeletAuthorization). Go's *bool fields are plain bools here: a
+# file that leaves them out gets the default, one that says false keeps false.
+
+AUTHORIZATION_MODE_ALWAYS_ALLOW = "AlwaysAllow"
+AUTHORIZATION_MODE_WEBHOOK = "Webhook"
+AUTHORIZATION_MODES = (AUTHORIZATION_MODE_ALWAYS_ALLOW, AUTHORIZATION_MODE_WEBHOOK)
+
+
+class KubeletX509Authentication(_GoStruct):
+    client_ca_file: str = _go("clientCAFile", "")  # "" = client certificates are not accepted
+
+
+class KubeletWebhookAuthentication(_GoStruct):
+    enabled: bool = True  # bearer tokens checked with TokenReviews to the API server
+    cache_ttl: Duration = _go("cacheTTL", Duration(120.0))
+
+
+class KubeletAnonymousAuthentication(_GoStruct):
+    enabled: bool = False  # requests without credentials run as system:anonymous
+
+
+class KubeletAuthentication(_GoStruct):
+    x509: KubeletX509Authentication = msgspec.field(default_factory=KubeletX509Authentication)
+    webhook: KubeletWebhookAuthentication = msgspec.field(default_factory=KubeletWebhookAuthentication)
+    anonymous: KubeletAnonymousAuthentication = msgspec.field(default_factory=KubeletAnonymousAuthentication)
+
+
+class KubeletWebhookAuthorization(_GoStruct):
+    cache_authorized_ttl: Duration = _go("cacheAuthorizedTTL", Duration(300.0))
+    cache_unauthorized_ttl: Duration = _go("cacheUnauthorizedTTL", Duration(30.0))
+
+
+class KubeletAuthorization(_GoStruct):
+    mode: str = AUTHORIZATION_MODE_WEBHOOK  # or AlwaysAllow
+    webhook: KubeletWebhookAuthorization = msgspec.field(default_factory=KubeletWebhookAuthorization)
+
+
 class KubeletConfiguration(_GoStruct):
     """The fields of kubelet.config.k8s.io/v1beta1 KubeletConfiguration that pykubelet honours.
 
@@ -190,8 +228,14 @@ class KubeletConfiguration(_GoStruct):
     port: Int32 = 10250
     read_only_port: Int32 = 0  # 0 = off
     enable_debugging_handlers: bool = True
+    tls_cert_file: str = ""  # "" with tlsPrivateKeyFile "": self-signed in --cert-dir
+    tls_private_key_file: str = ""
+    tls_min_version: str = ""  # "": VersionTLS12
+    tls_cipher_suites: list[str] = []  # []: the TLS library's defaults
     healthz_port: Int32 = 10248  # 0 = off
     healthz_bind_address: str = "127.0.0.1"
+    authentication: KubeletAuthentication = msgspec.field(default_factory=KubeletAuthentication)
+    authorization: KubeletAuthorization = msgspec.field(default_factory=KubeletAuthorization)
 
     # Runtime
     container_runtime_endpoint: str = DEFAULT_RUNTIME_ENDPOINT  # or "embedded" (pykubelet)
@@ -236,7 +280,7 @@ _PYTHON_NAMES = go_field_names(KubeletConfiguration)
 # they are Go kubelet options, not typos, so the loader ignores them with a warning rather
 # than failing as it does for an unknown name.
 GO_ONLY_FIELDS = frozenset({
-    "allowedUnsafeSysctls", "authentication", "authorization", "cgroupDriver", "cgroupRoot",
+    "allowedUnsafeSysctls", "cgroupDriver", "cgroupRoot",
     "cgroupsPerQOS", "configMapAndSecretChangeDetectionStrategy", "containerLogMaxFiles",
     "containerLogMaxSize", "containerLogMaxWorkers", "containerLogMonitorInterval",
     "contentType", "cpuCFSQuota", "cpuCFSQuotaPeriod", "cpuManagerPolicy",
@@ -258,8 +302,7 @@ GO_ONLY_FIELDS = frozenset({
     "serverTLSBootstrap", "showHiddenMetricsForVersion", "shutdownGracePeriod",
     "shutdownGracePeriodByPodPriority", "shutdownGracePeriodCriticalPods", "singleProcessOOMKill",
     "streamingConnectionIdleTimeout", "systemCgroups", "systemReserved", "systemReservedCgroup",
-    "tlsCertFile", "tlsCipherSuites", "tlsCurvePreferences", "tlsMinVersion",
-    "tlsPrivateKeyFile", "topologyManagerPolicy", "topologyManagerPolicyOptions",
+    "tlsCurvePreferences", "topologyManagerPolicy", "topologyManagerPolicyOptions",
     "topologyManagerScope", "tracing", "userNamespaces", "volumePluginDir",
     "volumeStatsAggPeriod",
 })  # fmt: skip
@@ -295,6 +338,7 @@ def set_defaults(config: KubeletConfiguration, given: frozenset[str] | set[str])
     if "serializeImagePulls" not in given:
         parallel = config.max_parallel_image_pulls
         changes["serialize_image_pulls"] = parallel is None or parallel < 2
+    changes.update(_auth_defaults(config))
     logging = config.logging
     if not logging.format or not logging.flush_frequency:
         logging = msgspec.structs.replace(
@@ -304,6 +348,26 @@ def set_defaults(config: KubeletConfiguration, given: frozenset[str] | set[str])
         )
         changes["logging"] = logging
     return msgspec.structs.replace(config, **changes) if changes else config
+
+
+def _auth_defaults(config: KubeletConfiguration) -> dict[str, Any]:
+    """Go's zero values in authentication/authorization replaced by the defaults."""
+    changes: dict[str, Any] = {}
+    authn, authz = config.authentication, config.authorization
+    if not authn.webhook.cache_ttl:
+        webhook = msgspec.structs.replace(authn.webhook, cache_ttl=KubeletWebhookAuthentication().cache_ttl)
+        changes["authentication"] = msgspec.structs.replace(authn, webhook=webhook)
+    blank = KubeletWebhookAuthorization()
+    webhook_authz = msgspec.structs.replace(
+        authz.webhook,
+        cache_authorized_ttl=authz.webhook.cache_authorized_ttl or blank.cache_authorized_ttl,
+        cache_unauthorized_ttl=authz.webhook.cache_unauthorized_ttl or blank.cache_unauthorized_ttl,
+    )
+    if webhook_authz != authz.webhook or not authz.mode:
+        changes["authorization"] = msgspec.structs.replace(
+            authz, mode=authz.mode or AUTHORIZATION_MODE_WEBHOOK, webhook=webhook_authz
+        )
+    return changes
 
 
 def validate_kubelet_configuration(config: KubeletConfiguration) -> list[tuple[str, str]]:
@@ -382,3 +446,4 @@ class KubeletFlags(msgspec.Struct, kw_only=True, frozen=True):
     node_ip: tuple[str, ...] = ()  # --node-ip: one address, or one of each family
     node_labels: dict[str, str] = {}
     enable_fault_injection: bool = False  # pykubelet: allows POST /debug/actors/{path}/crash
+    cert_dir: str = ""  # --cert-dir: where the self-signed serving certificate goes ("": <root-dir>/pki)

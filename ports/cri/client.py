@@ -270,6 +270,53 @@ class CriClient:
             stdout=response.stdout, stderr=response.stderr, exit_code=response.exit_code
         )
 
+    async def exec(
+        self, container_id: str, cmd: Sequence[str], *,
+        stdin: bool, stdout: bool, stderr: bool, tty: bool,
+    ) -> str:
+        """The runtime's streaming URL for running `cmd` in the container (kubectl exec):
+        single use, on the runtime's streaming server, which the kubelet proxies to. The
+        runtime refuses tty with stderr, and a request with none of stdin/stdout/stderr."""
+        return await self._streaming_url(
+            "exec", self._rt().Exec,
+            api_pb2.ExecRequest(
+                container_id=container_id, cmd=list(cmd),
+                stdin=stdin, stdout=stdout, stderr=stderr, tty=tty,
+            ),
+        )
+
+    async def attach(
+        self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool, tty: bool
+    ) -> str:
+        """The runtime's streaming URL for attaching to the container's main process."""
+        return await self._streaming_url(
+            "attach", self._rt().Attach,
+            api_pb2.AttachRequest(
+                container_id=container_id, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty
+            ),
+        )
+
+    async def port_forward(self, pod_sandbox_id: str, ports: Sequence[int]) -> str:
+        """The runtime's streaming URL for forwarding to `ports` in the sandbox's network
+        namespace."""
+        return await self._streaming_url(
+            "port_forward", self._rt().PortForward,
+            api_pb2.PortForwardRequest(pod_sandbox_id=pod_sandbox_id, port=list(ports)),
+        )
+
+    async def _streaming_url(self, operation: str, rpc: Callable[..., Awaitable[Any]], request: Any) -> str:
+        response = await self._call(operation, rpc, request)
+        if not response.url:
+            # A failed operation, as the Go kubelet's CRI client counts it ("URL is not set").
+            if self.metrics is not None:
+                self.metrics.errors.labels(operation).inc()
+            raise CriError(
+                f"CRI {operation} on {self.endpoint} failed: the runtime answered without a "
+                "streaming URL",
+                endpoint=self.endpoint, operation=operation,
+            )
+        return response.url
+
     async def container_events(self) -> AsyncIterator[api_pb2.ContainerEventResponse]:
         """The runtime's container events (GetContainerEvents), as they happen, until the
         runtime ends the stream (the iterator ends) or it fails (a CriError; UNIMPLEMENTED is

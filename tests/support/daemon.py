@@ -34,12 +34,15 @@ class DaemonProcess:
     def __init__(self, root_dir: Path, *args: str) -> None:
         self.root_dir = root_dir
         self.healthz_port = free_port()
+        self.port = free_port()  # the kubelet API, on loopback only
         self.log_path = root_dir / "daemon.log"
         self.argv = [
             console_script("pykubelet"),
             "run",
             f"--root-dir={root_dir}",
             f"--healthz-port={self.healthz_port}",
+            "--address=127.0.0.1",
+            f"--port={self.port}",
             *args,
         ]
         self.process: subprocess.Popen[bytes] | None = None

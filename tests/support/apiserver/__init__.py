@@ -1,7 +1,7 @@
 """A Kubernetes API server for tests: HTTPS on 127.0.0.1 with client-certificate (and token)
 authentication, the Node authorizer and NodeRestriction for node identities, in-memory
 pods, nodes, leases, events, namespaces, configmaps, secrets, services and serviceaccounts
-with list/watch, TokenRequest, and faults on demand.
+with list/watch, TokenRequest, TokenReview and SubjectAccessReview, and faults on demand.
 
 It runs as its own process (`python -m tests.support.apiserver`); LocalApiServer starts and
 drives it, and the `apiserver` pytest fixture (tests/support/apiserver/fixtures.py) gives

@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from tests.support.apiserver import authz, cluster, errors, patch, request_info, resources, schema, selectors, tokens, values
+from tests.support.apiserver import authz, cluster, errors, patch, request_info, resources, reviews, schema, selectors, tokens, values
 from tests.support.apiserver.faults import Faults, RequestRecord, unix_now
 from tests.support.apiserver.graph import NodeGraph
 from tests.support.apiserver.httpserver import Request, Response
@@ -66,6 +66,7 @@ class KubeApi:
         self.ca = ca
         self.settings = settings
         self.tokens: dict[str, Identity] = {}
+        self.grants: list[reviews.Grant] = []  # answer SubjectAccessReviews (reviews.py)
         self.graph = NodeGraph(store)
         self.issuer = tokens.TokenIssuer()
         for name in resources.INITIAL_NAMESPACES:
@@ -144,6 +145,9 @@ class KubeApi:
                         record: RequestRecord) -> Response:
         if ri is None:
             return self._non_resource(request)
+        review = reviews.review_type(ri.group, ri.resource)
+        if review is not None:
+            return self.review(request, identity, ri, review)
         strategy = resources.strategy_for(ri.group, ri.resource)
         assert strategy is not None
         if ri.subresource and ri.subresource not in strategy.subresources:
@@ -546,3 +550,29 @@ class KubeApi:
         answer = tokens.issue(self.issuer, body, account, tokens.bound_objects(spec, ri.name, get))
         record.token_request = copy.deepcopy(answer)
         return json_response(201, answer, [("Warning", w) for w in warnings])
+
+    # --- TokenReview and SubjectAccessReview ---------------------------------------------------
+
+    def review(self, request: Request, identity: Identity, ri: authz.RequestInfo, rt: ResourceType) -> Response:
+        """POST tokenreviews / subjectaccessreviews: authorize, decode, validate, answer 201
+        with the review and its status. Nothing is stored."""
+        authz.authorize(identity, ri, [], None, self.graph)
+        if ri.verb != "create":
+            raise errors.method_not_allowed(request.method)
+        no_conversion = resources.STRATEGIES[("", "serviceaccounts")]
+        body, warnings = self._decode_body(request, no_conversion, rt=rt)
+        schema.validate(body, rt.group, rt.version, rt.kind)
+        if rt == reviews.TOKEN_REVIEW:
+            answer = reviews.review_token(body, self.tokens, self.issuer, self.store.get)
+        else:
+            answer = reviews.review_access(body, self.grants, self._authorizer_allows)
+        return json_response(201, answer, [("Warning", w) for w in warnings])
+
+    def _authorizer_allows(self, who: Identity, ri: authz.RequestInfo) -> bool:
+        """What this server's own authorizer says of a request (before admission)."""
+        pod = self.store.get("pods", ri.namespace, ri.name) if ri.resource == "pods" and ri.name else None
+        try:
+            authz.authorize(who, ri, [], pod, self.graph)
+        except errors.ApiError:
+            return False
+        return True

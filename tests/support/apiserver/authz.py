@@ -19,6 +19,12 @@ from tests.support.apiserver.selectors import FieldRequirement
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 FORBIDDEN_NODE_LABEL_NAMESPACES = ("node-restriction.kubernetes.io", "node-role.kubernetes.io")
+# bootstrappolicy.NodeRules, which the Node authorizer applies to node identities.
+REVIEWS_A_NODE_MAY_CREATE = frozenset({
+    ("authentication.k8s.io", "tokenreviews"),
+    ("authorization.k8s.io", "subjectaccessreviews"),
+    ("authorization.k8s.io", "localsubjectaccessreviews"),
+})
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,8 @@ def authorize(identity: Identity, ri: RequestInfo, field_selector: list[FieldReq
         return
     if resource == "leases" and ri.group == "coordination.k8s.io" and verb in ("get", "create", "update", "patch", "delete"):
         return
+    if verb == "create" and (ri.group, resource) in REVIEWS_A_NODE_MAY_CREATE:
+        return  # the node rules: a kubelet delegates its own API's authn/authz to these
     raise _denied(identity, ri, "")
 
 

@@ -7,6 +7,8 @@ request log and a dump of the stored objects. Nothing here is part of the Kubern
     POST   /expire-watches  -> {"resourceVersion": "<new version>"}
     GET    /requests        -> [RequestRecord, ...];  DELETE /requests
     POST   /tokens          {"token": ..., "user": ..., "groups": [...]}
+    POST   /grants          {"users": [...], "groups": [...], "verbs": [...], "resources": [...], "name": ...}
+    DELETE /grants
     PATCH  /settings        {"bookmark_interval": 1.0, "history_window": 100, "field_validation": "Warn", ...}
     GET    /objects         -> {"pods": [...], "nodes": [...], ...}
     GET    /ready           -> {"resourceVersion": ...}
@@ -18,6 +20,7 @@ import dataclasses
 import json
 from typing import Any
 
+from tests.support.apiserver import reviews
 from tests.support.apiserver.api import KubeApi, json_response
 from tests.support.apiserver.httpserver import HttpServer, Request, Response
 from tests.support.apiserver.pki import Identity
@@ -61,6 +64,13 @@ class Control:
             return json_response(200, {"ok": True})
         if route == ("POST", "/tokens"):
             api.tokens[body["token"]] = Identity(body["user"], tuple(body.get("groups") or ()))
+            return json_response(200, {"ok": True})
+        if route == ("POST", "/grants"):
+            grant = reviews.Grant.from_json(body, f"pykubelet-test-grant-{len(api.grants) + 1}")
+            api.grants.append(grant)
+            return json_response(200, {"ok": True, "name": grant.name})
+        if route == ("DELETE", "/grants"):
+            api.grants.clear()
             return json_response(200, {"ok": True})
         if route == ("PATCH", "/settings"):
             fields = {f.name for f in dataclasses.fields(api.settings)}

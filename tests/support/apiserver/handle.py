@@ -189,6 +189,21 @@ class LocalApiServer:
         self._control_call("POST", "/tokens", {"token": token, "user": who.user, "groups": list(who.groups)})
         return token
 
+    def grant(self, user: NodeOrIdentity | None = None, *, verbs: str | list[str], resources: str | list[str],
+              group: str | None = None, api_groups: tuple[str, ...] = ("",), name: str | None = None) -> str:
+        """Let `user` (or every member of `group`) do `verbs` on `resources` ("nodes/proxy",
+        "nodes/*", "*") as far as SubjectAccessReviews are concerned (RBAC-like; the server's
+        own API stays closed to them). Returns the binding's name, which the review's reason
+        quotes."""
+        body = {"users": [Identity.parse(user).user] if user is not None else [],
+                "groups": [group] if group else [], "verbs": [verbs] if isinstance(verbs, str) else list(verbs),
+                "resources": [resources] if isinstance(resources, str) else list(resources),
+                "api_groups": list(api_groups), "name": name}
+        return self._control_call("POST", "/grants", body)["name"]
+
+    def clear_grants(self) -> None:
+        self._control_call("DELETE", "/grants")
+
     def write_kubeconfig(self, path: Path | str, identity: NodeOrIdentity = "system:node:node1", *,
                          inline: bool = True, token: bool = False) -> Path:
         """A kubeconfig for `identity`: client certificate (default) or bearer token, with the

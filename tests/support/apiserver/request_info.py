@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.apiserver import authz, errors, resources
+from tests.support.apiserver import authz, errors, resources, reviews
 from tests.support.apiserver.httpserver import Request
 
 JSON = "application/json"
@@ -33,6 +33,10 @@ def parse_request_info(request: Request) -> authz.RequestInfo | None:
     resource = rest[0]
     name = rest[1] if len(rest) > 1 else ""
     subresource = rest[2] if len(rest) > 2 else ""
+    if version == "v1" and reviews.review_type(group, resource) is not None:  # POST-only, unnamed, cluster-scoped
+        if namespace or len(rest) > 1:
+            raise errors.ApiError(404, "the server could not find the requested resource", reason="NotFound")
+        return authz.RequestInfo(_verb(request, ""), group, version, resource, "", "", "")
     if len(rest) > 3 or resources.strategy_for(group, resource) is None or (group and version != "v1"):
         raise errors.ApiError(404, "the server could not find the requested resource", reason="NotFound")
     strategy = resources.STRATEGIES[(group, resource)]
@@ -40,20 +44,16 @@ def parse_request_info(request: Request) -> authz.RequestInfo | None:
         raise errors.ApiError(404, "the server could not find the requested resource", reason="NotFound")
     if not strategy.type.namespaced and namespace:
         raise errors.ApiError(404, "the server could not find the requested resource", reason="NotFound")
+    return authz.RequestInfo(_verb(request, name), group, version, resource, subresource, namespace, name)
+
+
+def _verb(request: Request, name: str) -> str:
     method = request.method
     if method == "GET":
-        verb = "get" if name else ("watch" if request.param("watch") in ("1", "true") else "list")
-    elif method == "POST":
-        verb = "create"
-    elif method == "PUT":
-        verb = "update"
-    elif method == "PATCH":
-        verb = "patch"
-    elif method == "DELETE":
-        verb = "delete" if name else "deletecollection"
-    else:
-        verb = method.lower()
-    return authz.RequestInfo(verb, group, version, resource, subresource, namespace, name)
+        return "get" if name else ("watch" if request.param("watch") in ("1", "true") else "list")
+    if method == "DELETE":
+        return "delete" if name else "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
 
 
 def parse_body(request: Request) -> Any:

@@ -14,9 +14,10 @@ import time
 import uuid
 from typing import Any, Callable
 
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from tests.support.apiserver import errors, values
 
@@ -34,6 +35,10 @@ def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
+def _unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
 class TokenIssuer:
     """An ES256 signing key made per server; `kid` is the key's SHA-256, as kube-apiserver's."""
 
@@ -49,6 +54,23 @@ class TokenIssuer:
                          + _b64url(json.dumps(claims, separators=(",", ":")).encode()))
         r, s = decode_dss_signature(self._key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
         return signing_input + "." + _b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+
+    def verify(self, token: str) -> dict[str, Any] | None:
+        """The claims of a token this issuer signed (any time: expiry is the caller's to
+        check), or None for anything else."""
+        try:
+            header_b64, claims_b64, signature_b64 = token.split(".")
+            header = json.loads(_unb64url(header_b64))
+            signature = _unb64url(signature_b64)
+            if header.get("alg") != "ES256" or header.get("kid") != self.kid or len(signature) != 64:
+                return None
+            r, s = int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big")
+            self._key.public_key().verify(encode_dss_signature(r, s), f"{header_b64}.{claims_b64}".encode(),
+                                          ec.ECDSA(hashes.SHA256()))
+            claims = json.loads(_unb64url(claims_b64))
+        except (ValueError, InvalidSignature):
+            return None
+        return claims if isinstance(claims, dict) else None
 
 
 def default(request: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from pykubelet.cli.config import (
     read_config_file,
 )
 from pykubelet.cli.logs import configure_logging, level_for_verbosity, log_fields
+from pykubelet.pods.kubelet_auth import standalone_auth
 from pykubelet.messages.config import KubeletConfiguration, KubeletFlags
 
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -40,7 +41,25 @@ def config_file(tmp_path):
 def test_no_flags_give_the_defaults():
     flags, config = load_configuration([])
     assert flags == KubeletFlags()
-    assert config == KubeletConfiguration()
+    # Standalone (no --kubeconfig): Go's command-line defaults for the kubelet API's
+    # authentication and authorization, the v1beta1 defaults for everything else.
+    assert config == standalone_auth(KubeletConfiguration())
+    assert config.authorization.mode == "AlwaysAllow" and config.authentication.anonymous.enabled
+
+
+def test_cluster_mode_keeps_the_v1beta1_auth_defaults(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("")
+    _, config = load_configuration([f"--kubeconfig={kubeconfig}"])
+    assert config.authorization.mode == "Webhook" and config.authentication.webhook.enabled
+    assert not config.authentication.anonymous.enabled
+
+
+def test_auth_flags_set_the_nested_fields():
+    _, config = load_configuration(["--authorization-mode=AlwaysAllow", "--anonymous-auth=false",
+                                    "--client-ca-file=/etc/kubernetes/ca.crt"])
+    assert config.authorization.mode == "AlwaysAllow" and not config.authentication.anonymous.enabled
+    assert config.authentication.x509.client_ca_file == "/etc/kubernetes/ca.crt"
 
 
 def test_file_values_are_used(config_file):
@@ -186,14 +205,14 @@ def test_zero_in_the_file_means_the_default_where_go_says_so(config_file):
 def test_go_kubelet_fields_pykubelet_lacks_are_ignored_with_a_warning(config_file):
     path = config_file("""
         cgroupDriver: systemd
-        authentication: {anonymous: {enabled: false}}
+        evictionHard: {memory.available: 100Mi}
         clusterDomain: cluster.local
     """)
     loaded = build_configuration(["--config", path])
     assert loaded.config.cluster_domain == "cluster.local"
     assert loaded.warnings == (
         f"--config {path}: ignoring fields of the Go kubelet that pykubelet does not implement: "
-        "authentication, cgroupDriver",
+        "cgroupDriver, evictionHard",
     )
 
 

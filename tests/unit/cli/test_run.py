@@ -7,6 +7,7 @@ import pytest
 
 from pykubelet.cli import run
 from pykubelet.cli.config import build_configuration
+from pykubelet.ports.serving_cert import self_signed
 
 EMBEDDED = "unix:///tmp/root/embedded-runtime/runtime.sock"
 
@@ -40,3 +41,28 @@ def test_runtime_endpoint_choice(monkeypatch, started, argv, default_socket_exis
     endpoint = run.runtime_endpoint(loaded.flags, loaded.config, loaded.explicit, "/tmp/root")
     assert endpoint == expected
     assert started == (["/tmp/root"] if expected == EMBEDDED else [])
+
+
+@pytest.mark.parametrize(
+    "argv, address",
+    [
+        ([], "127.0.0.1"),  # standalone, anonymous and AlwaysAllow: this machine only
+        (["--address=0.0.0.0"], "0.0.0.0"),  # the operator chose
+        (["--anonymous-auth=false", "--client-ca-file={ca}"], "0.0.0.0"),  # not open to all
+    ],
+    ids=["standalone-defaults", "address-given", "authenticated"],
+)
+def test_a_kubelet_api_open_to_anyone_binds_loopback_unless_told(tmp_path, argv, address):
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(self_signed("ca", ())[0].split(b"-----END CERTIFICATE-----", 1)[1].lstrip())
+    loaded = build_configuration(["--root-dir=/tmp/root", *(a.format(ca=ca) for a in argv)])
+    settings = run.kubelet_api_settings(loaded.flags, loaded.config, "/tmp/root", loaded.explicit)
+    assert settings.address == address and settings.port == 10250
+    assert settings.tls.cert_dir == "/tmp/root/pki"
+
+
+def test_enable_server_false_serves_no_kubelet_api(tmp_path):
+    path = tmp_path / "kubelet.yaml"
+    path.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nenableServer: false\n")
+    loaded = build_configuration([f"--config={path}"])
+    assert run.kubelet_api_settings(loaded.flags, loaded.config, "/tmp/root", loaded.explicit) is None

@@ -171,6 +171,53 @@ def test_set_defaults_replaces_zero_values_where_go_does(given, expected):
         assert getattr(config, name) == value
 
 
+def _decode(raw: dict) -> KubeletConfiguration:
+    return msgspec.convert(raw, KubeletConfiguration, dec_hook=dec_hook)
+
+
+def test_authentication_and_authorization_default_as_v1beta1():
+    config = KubeletConfiguration()
+    authn, authz = config.authentication, config.authorization
+    assert authn.x509.client_ca_file == ""
+    assert (authn.webhook.enabled, authn.webhook.cache_ttl) == (True, 120)
+    assert authn.anonymous.enabled is False
+    assert authz.mode == "Webhook"
+    assert (authz.webhook.cache_authorized_ttl, authz.webhook.cache_unauthorized_ttl) == (300, 30)
+    assert not {"authentication", "authorization"} & GO_ONLY_FIELDS
+
+
+def test_authentication_and_authorization_take_the_go_names_and_durations():
+    config = _decode({
+        "authentication": {"x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"},
+                           "webhook": {"enabled": False, "cacheTTL": "10s"}, "anonymous": {"enabled": True}},
+        "authorization": {"mode": "AlwaysAllow",
+                          "webhook": {"cacheAuthorizedTTL": "1m", "cacheUnauthorizedTTL": "5s"}},
+    })
+    authn, authz = config.authentication, config.authorization
+    assert (authn.x509.client_ca_file, authn.webhook.enabled, authn.webhook.cache_ttl, authn.anonymous.enabled) == (
+        "/etc/kubernetes/pki/ca.crt", False, 10, True)
+    assert (authz.mode, authz.webhook.cache_authorized_ttl, authz.webhook.cache_unauthorized_ttl) == ("AlwaysAllow", 60, 5)
+    encoded = json.loads(encode_kubelet_configuration(config))
+    assert encoded["authentication"]["webhook"] == {"enabled": False, "cacheTTL": "10s"}
+    assert encoded["authorization"]["webhook"] == {"cacheAuthorizedTTL": "1m0s", "cacheUnauthorizedTTL": "5s"}
+    with pytest.raises(msgspec.ValidationError, match=r"unknown field `clientCaFile` - at `\$.authentication.x509`"):
+        _decode({"authentication": {"x509": {"clientCaFile": "/ca"}}})
+    with pytest.raises(msgspec.ValidationError, match=r"invalid duration .* at `\$.authorization.webhook.cacheAuthorizedTTL`"):
+        _decode({"authorization": {"webhook": {"cacheAuthorizedTTL": "5x"}}})
+
+
+def test_zero_auth_durations_and_an_empty_mode_take_the_defaults_as_in_go():
+    config = set_defaults(_decode({
+        "authentication": {"webhook": {"cacheTTL": "0s", "enabled": False}, "anonymous": {"enabled": False}},
+        "authorization": {"mode": "", "webhook": {"cacheAuthorizedTTL": "0s", "cacheUnauthorizedTTL": "0s"}},
+    }), {"authentication", "authorization"})
+    assert (config.authentication.webhook.cache_ttl, config.authentication.webhook.enabled) == (120, False)
+    assert (config.authorization.mode, config.authorization.webhook.cache_authorized_ttl,
+            config.authorization.webhook.cache_unauthorized_ttl) == ("Webhook", 300, 30)
+    kept = set_defaults(_decode({"authorization": {"webhook": {"cacheAuthorizedTTL": "1s"}}}), {"authorization"})
+    assert (kept.authorization.webhook.cache_authorized_ttl, kept.authorization.webhook.cache_unauthorized_ttl) == (1, 30)
+
+
 def test_an_explicit_node_status_update_frequency_is_the_report_frequency_too():
     config = KubeletConfiguration(node_status_update_frequency=Duration(20))
     assert set_defaults(config, {"nodeStatusUpdateFrequency"}).node_status_report_frequency == 20

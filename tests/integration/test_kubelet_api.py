@@ -1,0 +1,107 @@
+"""The kubelet API on --port, against a daemon in cluster mode on a private containerd with
+the v1beta1 defaults: TLS with a self-signed serving certificate, bearer tokens checked by
+TokenReview, every request authorized by a SubjectAccessReview (the test API server's
+grants). Logs (tail, follow, previous), exec through the upgrade proxy, the read paths,
+and the 401/403 answers."""
+
+from __future__ import annotations
+
+import ssl
+from urllib.parse import quote
+
+import httpx
+import pytest
+import trio
+
+from tests.support.containerd import BUSYBOX_IMAGE
+from tests.support.websocket import exit_code, websocket
+
+NS = "/api/v1/namespaces/default"
+STDOUT, STATUS = 1, 3
+# Prints numbered lines, a line every 0.1 s after the first ten; exits at once on SIGTERM.
+CHATTY = ["sh", "-c", "trap 'exit 0' TERM; i=0; while true; do i=$((i+1)); echo line $i; "
+          "if [ $i -gt 10 ]; then sleep 0.1; fi; done"]
+
+
+def kubelet(daemon, token: str | None = None) -> httpx.Client:
+    """A client of the daemon's kubelet API that trusts its self-signed certificate."""
+    context = ssl.create_default_context(cafile=str(daemon.root_dir / "pki" / "kubelet.crt"))
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=f"https://127.0.0.1:{daemon.port}", verify=context, headers=headers, timeout=20)
+
+
+def running(apiserver, name: str) -> bool:
+    answer = apiserver.admin.get(f"{NS}/pods/{name}")
+    return answer.status_code == 200 and answer.json().get("status", {}).get("phase") == "Running"
+
+
+@pytest.mark.containerd
+def test_the_kubelet_api_authenticates_authorizes_and_serves_logs_and_exec(node_daemon, apiserver):
+    daemon = node_daemon
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "chatty", "namespace": "default"},
+           "spec": {"nodeName": "node1", "terminationGracePeriodSeconds": 2, "hostNetwork": True,
+                    "containers": [{"name": "app", "image": BUSYBOX_IMAGE, "imagePullPolicy": "IfNotPresent",
+                                    "command": CHATTY}]}}
+    assert apiserver.admin.post(f"{NS}/pods", json=pod).status_code == 201
+    daemon.wait_for(lambda: running(apiserver, "chatty"), "the pod to run", timeout=60)
+
+    # The Node tells the API server where to dial the kubelet.
+    node = apiserver.admin.get("/api/v1/nodes/node1").json()
+    assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == daemon.port
+
+    # No credentials: 401. A token the API server knows, with no grant: 403 naming the
+    # user and what was asked (Go's fine-grained /pods asks "pods", then "proxy").
+    with kubelet(daemon) as anonymous:
+        answer = anonymous.get("/pods")
+        assert answer.status_code == 401 and answer.text.startswith("Unauthorized")
+    with kubelet(daemon, apiserver.add_token("alice")) as alice:
+        answer = alice.get("/pods")
+        assert answer.status_code == 403
+        assert answer.text == "Forbidden (user=alice, verb=get, resource=nodes, subresource(s)=[pods proxy])\n"
+    with kubelet(daemon, "not-a-token") as stranger:
+        assert stranger.get("/pods").status_code == 401
+
+    # bob may use the node's proxy and read its metrics (RBAC: nodes/proxy, nodes/metrics).
+    apiserver.grant("bob", verbs=["get", "create"], resources=["nodes/proxy", "nodes/metrics"])
+    token = apiserver.add_token("bob")
+    with kubelet(daemon, token) as bob:
+        pods = bob.get("/pods")
+        assert pods.status_code == 200
+        assert [p["metadata"]["name"] for p in pods.json()["items"]] == ["chatty"]
+        # /runningpods/ is the runtime as the PLEG last relisted it (within a second).
+        daemon.wait_for(lambda: bob.get("/runningpods/").json()["items"], "the pod in /runningpods/", timeout=10)
+        assert bob.get("/runningpods/").json()["items"][0]["spec"]["containers"] == [{"name": "app", "resources": {}}]
+        assert bob.get("/configz").json()["kubeletconfig"]["port"] == daemon.port
+        assert b"kubelet_running_pods" in bob.get("/metrics").content
+
+        # Logs: the tail, then a follow that sees new lines as they are written.
+        tail = bob.get("/containerLogs/default/chatty/app", params={"tailLines": "2"})
+        assert tail.status_code == 200
+        lines = tail.text.splitlines()
+        assert len(lines) == 2 and all(line.startswith("line ") for line in lines)
+        first = int(lines[-1].split()[1])
+        seen: list[int] = []
+        with bob.stream("GET", "/containerLogs/default/chatty/app",
+                          params={"follow": "true", "tailLines": "1"}) as followed:
+            for line in followed.iter_lines():
+                seen.append(int(line.split()[1]))
+                if len(seen) == 5:
+                    break
+        assert seen == list(range(seen[0], seen[0] + 5)) and seen[-1] > first
+        assert bob.get("/containerLogs/default/chatty/app", params={"previous": "true"}).status_code == 400
+        assert bob.get("/containerLogs/default/nope/app").status_code == 404
+        assert bob.get("/containerLogs/default/chatty/app", params={"tailLines": "-1"}).status_code == 422
+
+    # Exec through the kubelet: a WebSocket (v4.channel.k8s.io) upgraded and proxied to
+    # containerd's streaming server; stdout and the exit status come back.
+    async def exec_hi() -> tuple[bytes, int]:
+        context = ssl.create_default_context(cafile=str(daemon.root_dir / "pki" / "kubelet.crt"))
+        command = "&".join(f"command={quote(part)}" for part in ["sh", "-c", "echo hi from $HOSTNAME; exit 3"])
+        async with websocket(daemon.port, f"/exec/default/chatty/app?{command}&stdout=1&stderr=1",
+                             ssl_context=context, headers=[("Authorization", f"Bearer {token}")]) as ws:
+            assert ws.status_line.split()[1] == "101", ws.head
+            channels = await ws.channels()
+        return channels.get(STDOUT, b""), exit_code(channels[STATUS])
+
+    stdout, code = trio.run(exec_hi)
+    assert stdout.startswith(b"hi from") and code == 3
