@@ -9,7 +9,8 @@ root (rest_for_one)
 ├── sources        one_for_one: file (--pod-manifest-path), http (--manifest-url)
 ├── gc             container GC every minute, image GC every 5 minutes
 ├── server         healthz port and admin socket
-└── probes         one_for_one: manager + one worker per running container x probe kind
+├── probes         one_for_one: manager + one worker per running container x probe kind
+└── log-rotation   rotates, compresses and prunes container logs (containerLogMaxSize ...)
 
 rest_for_one: an actor that fails restarts the ones started after it, since later actors
 rely on earlier ones; a restarted sync loop is fed again from scratch by pod config and
@@ -30,6 +31,7 @@ from pykubelet.actors.event_sink import EventSinkMetrics, event_sink_actor
 from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.gc import GcMetrics, GcSettings, gc_actor
 from pykubelet.actors.health import HealthBoard
+from pykubelet.actors.log_rotation import LogRotationMetrics, LogRotationSettings, log_rotation_actor
 from pykubelet.actors.mirror_pods import mirror_pods_actor
 from pykubelet.actors.node_lease import NodeLeaseSettings, node_lease_actor
 from pykubelet.actors.node_status import NodeStatusSettings, RegisteredNode, node_status_actor
@@ -95,6 +97,7 @@ class DaemonSettings:
     http_check_frequency: float = 20.0
     sync: SyncLoopSettings = SyncLoopSettings()
     gc: GcSettings = GcSettings()
+    log_rotation: LogRotationSettings = LogRotationSettings()
     pleg: PlegSettings = PlegSettings()
     cluster: ClusterSettings | None = None  # None: standalone mode
     kubelet_api: KubeletApiSettings | None = None  # None: no kubelet API port (enableServer false)
@@ -195,7 +198,7 @@ class Daemon:
                     settings.sync, tree=lambda: self.root,
                     worker_actor=lambda uid, pod: pod_worker_actor(uid, pod, deps),
                     statuses=self.statuses, runtime_pods=self.runtime_pods, published=self.desired,
-                    events=self.events,
+                    events=self.events, health=self.health,
                 ),
                 mailbox=MailboxSpec(capacity=1024, durable=True, accepts=SyncLoopMessage.__args__),
             ),
@@ -237,11 +240,20 @@ class Daemon:
                 ),
             ),
             *self._cluster_children(),
-            # Last: nothing depends on it but through its mailbox and the results board, so
-            # a probes escalation restarts only the probes.
+            # Late: nothing depends on it but through its mailbox and the results board, so
+            # a probes escalation restarts only the probes (and the stateless log rotation).
             probes_supervisor_spec(
                 tree=lambda: self.root, results=self.probe_results, metrics=ProbeMetrics(self.metrics),
                 runtime=self.runtime, host_ip=self.node.host_ip, events=self.events,
+            ),
+            # After the probes: nothing depends on it, and it keeps no state but the files,
+            # so a crash of it restarts only itself.
+            ChildSpec(
+                "log-rotation",
+                log_rotation_actor(
+                    settings.log_rotation, runtime=self.runtime, metrics=LogRotationMetrics(self.metrics),
+                    pod_logs_dir=self.node.pod_logs_dir,
+                ),
             ),
         ]
 

@@ -17,6 +17,7 @@ import trio
 
 from pykubelet.actors.events import EventRecorder, pod_reference
 from pykubelet.actors.pleg import RuntimePods
+from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.messages.pod import Pod, PodStatus
 from pykubelet.messages.pod_updates import (
@@ -83,6 +84,7 @@ def sync_loop_actor(
     runtime_pods: RuntimePods,
     published: DesiredPods | None = None,
     events: EventRecorder | None = None,
+    health: HealthBoard | None = None,
 ):
     """`worker_actor(uid, pod)` makes the actor function of a pod worker (see
     pod_workers.pod_worker_actor; pod is None for an orphan to terminate)."""
@@ -93,13 +95,39 @@ def sync_loop_actor(
         view = published if published is not None else DesiredPods()
         view.uids, view.sources_ready = frozenset(), False  # a new incarnation starts empty
         assert ctx.mailbox is not None
+        last_iteration = [trio.current_time()]
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_tick, ctx, HousekeepingTick(), settings.housekeeping_period)
+            if health is not None:
+                nursery.start_soon(_watch_health, health, settings, lambda: last_iteration[0])
             async for message in ctx.mailbox:
                 await loop.handle(message)
                 view.uids, view.sources_ready = frozenset(loop.desired), loop.sources_ready
+                last_iteration[0] = trio.current_time()
 
     return run
+
+
+SYNC_LOOP_CHECK = "syncloop"
+
+
+def sync_loop_deadline(sync_frequency: float) -> float:
+    """How long the sync loop may go without an iteration before /healthz/syncloop fails:
+    Go's syncLoop health, twice the resync interval but at least 5 minutes."""
+    return max(2 * sync_frequency, 300.0)
+
+
+async def _watch_health(health: HealthBoard, settings: SyncLoopSettings, last_iteration: Callable[[], float]) -> None:
+    """The "syncloop" check: ok while the loop handled a message (housekeeping ticks come
+    every 2 s) within sync_loop_deadline; a loop stuck in one message fails it."""
+    deadline = sync_loop_deadline(settings.sync_frequency)
+    while True:
+        idle = trio.current_time() - last_iteration()
+        if idle > deadline:
+            health.report(SYNC_LOOP_CHECK, False, f"sync loop took {idle:.0f}s, longer than {deadline:.0f}s")
+        else:
+            health.report(SYNC_LOOP_CHECK, True, "syncing")
+        await trio.sleep(min(10.0, deadline / 2))
 
 
 async def _tick(ctx: ActorContext, message: SyncLoopMessage, period: float) -> None:

@@ -17,6 +17,7 @@ import msgspec
 import trio
 
 from pykubelet.actors.gc import GcSettings
+from pykubelet.actors.log_rotation import LogRotationSettings
 from pykubelet.actors.pod_workers import NodeSettings
 from pykubelet.actors.node_lease import NodeLeaseSettings
 from pykubelet.actors.node_status import NodeStatusSettings
@@ -29,7 +30,7 @@ from pykubelet.actors.sync_loop import NodeView, SyncLoopSettings
 from pykubelet.pods.node import node_labels
 from pykubelet.embedded_runtime.launcher import EmbeddedRuntimeError
 from pykubelet.embedded_runtime.launcher import ensure_running as ensure_embedded_runtime
-from pykubelet.messages.config import EMBEDDED_RUNTIME, enc_hook
+from pykubelet.messages.config import EMBEDDED_RUNTIME, enc_hook, parse_byte_quantity
 from pykubelet.ports.apiserver import KubeconfigError, load_kubeconfig
 from pykubelet.ports.serving_cert import ServingCertError, TlsSettings, server_context
 from pykubelet.supervisor import RestartIntensityExceeded
@@ -106,6 +107,12 @@ def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> Da
             image_high=config.image_gc_high_threshold_percent,
             image_low=config.image_gc_low_threshold_percent,
             image_min_age=config.image_minimum_gc_age,
+        ),
+        log_rotation=LogRotationSettings(
+            max_size=parse_byte_quantity(config.container_log_max_size),  # validated with the config
+            max_files=config.container_log_max_files,
+            monitor_interval=config.container_log_monitor_interval,
+            max_workers=config.container_log_max_workers,
         ),
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from fractions import Fraction
 from typing import Annotated, Any
 
 import msgspec
@@ -249,6 +250,12 @@ class KubeletConfiguration(_GoStruct):
     image_gc_high_threshold_percent: Int32 = _go("imageGCHighThresholdPercent", 85)
     image_gc_low_threshold_percent: Int32 = _go("imageGCLowThresholdPercent", 80)
 
+    # Container log rotation (actors/log_rotation.py)
+    container_log_max_size: str = "10Mi"  # a quantity of bytes; a negative one turns rotation off
+    container_log_max_files: Int32 = 5  # the log being written included
+    container_log_max_workers: Int32 = 1
+    container_log_monitor_interval: Duration = Duration(10.0)
+
     # Pod DNS
     cluster_domain: str = ""
     cluster_dns: list[str] = _go("clusterDNS", default_factory=list)
@@ -281,8 +288,7 @@ _PYTHON_NAMES = go_field_names(KubeletConfiguration)
 # than failing as it does for an unknown name.
 GO_ONLY_FIELDS = frozenset({
     "allowedUnsafeSysctls", "cgroupDriver", "cgroupRoot",
-    "cgroupsPerQOS", "configMapAndSecretChangeDetectionStrategy", "containerLogMaxFiles",
-    "containerLogMaxSize", "containerLogMaxWorkers", "containerLogMonitorInterval",
+    "cgroupsPerQOS", "configMapAndSecretChangeDetectionStrategy",
     "contentType", "cpuCFSQuota", "cpuCFSQuotaPeriod", "cpuManagerPolicy",
     "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod", "crashLoopBackOff",
     "draManagerReconcilePeriod", "enableContentionProfiling", "enableControllerAttachDetach",
@@ -314,7 +320,7 @@ _ZERO_MEANS_DEFAULT = (
     "sync_frequency", "file_check_frequency", "http_check_frequency", "address", "port",
     "healthz_bind_address", "node_status_update_frequency", "node_lease_duration_seconds",
     "image_minimum_gc_age", "runtime_request_timeout", "max_pods", "kube_api_burst",
-    "event_burst", "container_runtime_endpoint", "pod_logs_dir",
+    "event_burst", "container_runtime_endpoint", "pod_logs_dir", "container_log_max_size",
 )  # fmt: skip
 
 
@@ -412,12 +418,55 @@ def validate_kubelet_configuration(config: KubeletConfiguration) -> list[tuple[s
           "maxParallelImagePulls", "must be 1 while serializeImagePulls is true")  # fmt: skip
     check(config.logging.format in LOGGING_FORMATS, "logging.format",
           f"{_quote(config.logging.format)} is not a logging format: use text or json")  # fmt: skip
+    try:
+        parse_byte_quantity(config.container_log_max_size)
+    except ValueError as error:
+        problems.append(("containerLogMaxSize", str(error)))
+    check(config.container_log_max_files >= 2, "containerLogMaxFiles",
+          f"{config.container_log_max_files} must be 2 or more: the log being written and at least "
+          "one rotated file")  # fmt: skip
+    check(config.container_log_max_workers >= 1, "containerLogMaxWorkers",
+          f"{config.container_log_max_workers} must be 1 or more")  # fmt: skip
+    interval = config.container_log_monitor_interval
+    check(interval >= 3, "containerLogMonitorInterval",
+          f"{format_duration(interval)} is too short: must be 3s or longer")  # fmt: skip
     endpoint = config.container_runtime_endpoint
     check(endpoint == EMBEDDED_RUNTIME or (endpoint.startswith("unix:///") and len(endpoint) > 8),
           "containerRuntimeEndpoint",
           f"{_quote(endpoint)} is not a runtime endpoint pykubelet can use: "
           f"give unix:///path/to/runtime.sock or {EMBEDDED_RUNTIME}")  # fmt: skip
     return problems
+
+
+# Go's resource.ParseQuantity: a signed decimal number, then a binary (Ki..Ei) or decimal
+# (n, u, m, k, M..E) suffix or an exponent (e3, E-2).
+_QUANTITY = re.compile(
+    r"(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exponent>[+-]?\d+)|(?P<decimal>[numkMGTPE]))?"
+)
+_BINARY_SUFFIX = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}  # powers of 2
+_DECIMAL_SUFFIX = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}  # of 10
+_QUANTITY_HINT = 'a quantity of bytes such as "10Mi", "500Ki" or "100M"'
+
+
+def parse_byte_quantity(text: str) -> int:
+    """A Kubernetes quantity that must be a whole number ("10Mi" -> 10485760), as Go's
+    resource.ParseQuantity followed by AsInt64 reads containerLogMaxSize. Raises ValueError."""
+    match = _QUANTITY.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"{_quote(str(text))} is not a quantity: give {_QUANTITY_HINT}")
+    value = Fraction(match["number"])
+    if match["binary"]:
+        value *= 2 ** _BINARY_SUFFIX[match["binary"]]
+    else:
+        power = int(match["exponent"]) if match["exponent"] else _DECIMAL_SUFFIX.get(match["decimal"] or "", 0)
+        if value and abs(power) > 40:  # far past int64 either way: not a whole number of bytes
+            value = Fraction(1, 2) if power < 0 else Fraction(2**64)
+        else:
+            value *= Fraction(10) ** power
+    if value.denominator != 1 or not -(2**63) <= value < 2**63:
+        raise ValueError(f"{_quote(text)} is not a whole number of bytes that fits in 64 bits: give {_QUANTITY_HINT}")
+    return int(value)
 
 
 def _is_ip(text: str) -> bool:

@@ -69,7 +69,8 @@ def server_actor(
     auth: Callable[[], Auth] | None = None,
 ):
     """`api_sources` and `auth` (made per incarnation) serve the kubelet API when
-    settings.kubelet_api is set."""
+    settings.kubelet_api is set. The admin socket serves /containerLogs and /run from
+    api_sources.debugging whether or not the kubelet API is on."""
 
     async def run(ctx: ActorContext) -> None:
         admin = AdminRoutes(
@@ -80,6 +81,7 @@ def server_actor(
             own_path=ctx.path,
             pods=pods,
             events=events,
+            debugging=api_sources.debugging if api_sources is not None else {},
         )
         try:
             unix = await open_unix(settings.admin_socket)

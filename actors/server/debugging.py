@@ -127,9 +127,13 @@ class DebuggingHandlers:
         container_id = status.container_id.split("://", 1)[-1]
 
         def stopped() -> bool:
-            relist = self.relist()
-            return options.previous or not any(
-                c.id == container_id and c.state == "running" for c in (relist.containers if relist else []))
+            # As the pod's status shows it (its worker publishes a container's end when the
+            # PLEG reports it): the follow ends when this attempt no longer runs.
+            if options.previous:
+                return True
+            now = next((p for p in self.pods().items if p.metadata.uid == meta.uid), None)
+            statuses = [*now.status.init_container_statuses, *now.status.container_statuses] if now else []
+            return not any(c.container_id.endswith(container_id) and c.state.running is not None for c in statuses)
 
         async def produce(send) -> None:
             await stream_container_log(path, options, send, stop_following=stopped)

@@ -1,12 +1,14 @@
 """What the healthz port and the admin socket answer (see docs/operations.md).
 
 healthz: GET /healthz. Admin socket: GET /healthz, /metrics, /pods, /events (?namespace=,
-?uid=), /debug/actors and POST /debug/actors/{path}/restart|crash.
+?uid=), /debug/actors and POST /debug/actors/{path}/restart|crash; GET /containerLogs/... and
+POST /run/... through the kubelet API's debugging handlers (pykubelet-inspect logs and exec).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Awaitable, Callable
 
 import msgspec
@@ -20,6 +22,11 @@ from pykubelet.supervisor import NotRunning, Supervisor
 from .http import Request, Response
 
 _ACTOR_ACTION = re.compile(r"^/debug/actors/(?P<path>.+)/(?P<action>restart|crash)$")
+# The debugging handlers the admin socket serves, and the method each takes. Not exec,
+# attach or portForward: they upgrade to SPDY or WebSocket streams, which
+# pykubelet-inspect does not speak.
+_DEBUGGING = re.compile(r"^/(?P<prefix>containerLogs|run)(/|$)")
+_DEBUGGING_METHODS = {"containerLogs": "GET", "run": "POST"}
 
 
 def no_events(namespace: str | None = None, involved_uid: str | None = None) -> list[Event]:
@@ -65,8 +72,11 @@ class AdminRoutes:
         own_path: str,
         pods: Callable[[], PodList] = lambda: pod_list([]),
         events: Callable[..., list[Event]] = no_events,  # EventRecorder.events
+        # DebuggingHandlers.handlers(): the socket serves containerLogs and run from it.
+        debugging: Mapping[str, Callable[[Request], Awaitable[Response]]] = {},
     ) -> None:
         self._tree = tree
+        self._debugging = debugging
         self._pods = pods
         self._events = events
         self._health = health
@@ -89,12 +99,26 @@ class AdminRoutes:
                 namespace=_query(request, "namespace"), involved_uid=_query(request, "uid")
             )
             return Response.json(200, event_list(events))
+        debugging = _DEBUGGING.match(path)
+        if debugging is not None:
+            return await self._debug(debugging["prefix"], request)
         match = _ACTOR_ACTION.match(path)
         if match is not None:
             if method != "POST":
                 return _error(405, f"{path}: use POST")
             return await self._act(match["path"], match["action"])
         return _error(404, f"not found: {method} {path}")
+
+    async def _debug(self, prefix: str, request: Request) -> Response:
+        """The kubelet API's handler, answering as it does there (plain-text errors). The
+        socket is its user's alone (0600, root's): no further authentication, and
+        enableDebuggingHandlers, which guards the network port, does not apply."""
+        handler = self._debugging.get(prefix)
+        if handler is None:
+            return _error(404, f"not found: {request.method} {request.path}: this daemon serves no /{prefix}")
+        if request.method != _DEBUGGING_METHODS[prefix]:
+            return _error(405, f"{request.path}: use {_DEBUGGING_METHODS[prefix]}")
+        return await handler(request)
 
     async def _act(self, target: str, action: str) -> Response:
         if action == "crash" and not self._fault_injection:

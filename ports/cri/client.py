@@ -249,6 +249,45 @@ class CriClient:
             api_pb2.ContainerStatusRequest(container_id=container_id, verbose=verbose),
         )
 
+    async def reopen_container_log(self, container_id: str) -> None:
+        """Have the runtime reopen the container's log at its path, creating the file anew
+        after the kubelet renamed it (log rotation). Runtimes refuse it for a container
+        that is not running."""
+        await self._call(
+            "reopen_container_log", self._rt().ReopenContainerLog,
+            api_pb2.ReopenContainerLogRequest(container_id=container_id),
+        )
+
+    async def list_container_stats(
+        self, filter: api_pb2.ContainerStatsFilter | None = None
+    ) -> list[api_pb2.ContainerStats]:
+        """Every container's cpu, memory and writable layer in one call. containerd 1.6
+        asks each container's shim in turn: about 0.7 ms per container."""
+        response = await self._call(
+            "list_container_stats", self._rt().ListContainerStats,
+            api_pb2.ListContainerStatsRequest(filter=filter),
+        )
+        return list(response.stats)
+
+    async def container_stats(self, container_id: str) -> api_pb2.ContainerStats:
+        response = await self._call(
+            "container_stats", self._rt().ContainerStats,
+            api_pb2.ContainerStatsRequest(container_id=container_id),
+        )
+        return response.stats
+
+    async def list_pod_sandbox_stats(
+        self, filter: api_pb2.PodSandboxStatsFilter | None = None
+    ) -> list[api_pb2.PodSandboxStats]:
+        """Every pod's cpu, memory, network, processes and its containers' stats. containerd
+        1.6 fails the whole call (UNKNOWN "cgroupPath is empty") when one sandbox was run
+        without a cgroup parent; runtimes before it answer UNIMPLEMENTED."""
+        response = await self._call(
+            "list_podsandbox_stats", self._rt().ListPodSandboxStats,
+            api_pb2.ListPodSandboxStatsRequest(filter=filter),
+        )
+        return list(response.stats)
+
     async def exec_sync(
         self, container_id: str, cmd: Sequence[str], timeout: float
     ) -> ExecSyncResult:

@@ -1,5 +1,5 @@
 """The server actor over real sockets: healthz, admin socket, metrics, events, restart and
-crash."""
+crash, and the debugging handlers (logs, run) on the admin socket."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from pykubelet.actors.events import EventRecorder, pod_reference
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.server import ServerError, ServerSettings, server_actor
-from pykubelet.actors.server.http import AdminSocketInUse, Request, open_unix
+from pykubelet.actors.server.http import AdminSocketInUse, Request, Response, open_unix
+from pykubelet.actors.server.kubelet_api import KubeletApiSources
 from pykubelet.actors.server.routes import AdminRoutes
 from pykubelet.actors.server.metrics import ActorTreeCollector
 from pykubelet.messages.events import Event
-from pykubelet.messages.pod import ObjectMeta, Pod
+from pykubelet.messages.pod import ObjectMeta, Pod, pod_list
 from pykubelet.messages.supervision import ActorSnapshot
 from pykubelet.supervisor import ChildSpec, MailboxSpec, Supervisor
 
@@ -256,3 +257,96 @@ async def test_healthz_port_in_use_is_a_clear_crash(tmp_path, autojump_clock):
 
 class _FakeCtx:
     path = "root/server"
+
+
+# -- the debugging handlers on the admin socket (pykubelet-inspect logs and exec) -----------
+
+
+class FakeDebugging:
+    """Stands in for DebuggingHandlers.handlers(): records each request it is handed."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, dict[str, list[str]]]] = []
+
+    async def container_logs(self, request: Request) -> Response:
+        self.seen.append((request.method, request.path, request.query))
+
+        async def produce(send) -> None:
+            await send(b"first line\n")
+            await trio.sleep(0.01)
+            await send(b"second line\n")
+
+        return Response(200, content_type="text/plain", stream=produce)
+
+    async def run(self, request: Request) -> Response:
+        self.seen.append((request.method, request.path, request.query))
+        return Response(200, b"hi\n")
+
+    def handlers(self) -> dict:
+        return {"containerLogs": self.container_logs, "run": self.run, "exec": self.run}
+
+
+@pytest.fixture
+async def debugging_node(tmp_path, nursery):
+    debugging = FakeDebugging()
+    node = Node(tmp_path, fault_injection=False)
+    api_sources = KubeletApiSources(
+        health=node.health, metrics=node.metrics, pods=lambda: pod_list([]), running_pods=lambda: [], configz={},
+        debugging=debugging.handlers(),
+    )
+    # The kubelet API itself is off (enableServer false): the socket serves them anyway.
+    node.tree = Supervisor("root", [ChildSpec("server", server_actor(
+        ServerSettings(admin_socket=node.socket, healthz_port=node.port),
+        tree=lambda: node.tree, health=node.health, metrics=node.metrics, api_sources=api_sources,
+    ))])
+    await nursery.start(node.tree.run)
+    await node.wait_serving()
+    return node, debugging
+
+
+async def test_admin_socket_streams_container_logs_from_the_debugging_handler(debugging_node):
+    node, debugging = debugging_node
+    chunks = []
+    async with node.admin() as admin:
+        async with admin.stream("GET", "/containerLogs/default/web-node1/app?follow=true&tailLines=1") as answer:
+            assert answer.status_code == 200
+            assert answer.headers["transfer-encoding"] == "chunked"
+            async for chunk in answer.aiter_raw():
+                chunks.append(chunk)
+    assert b"".join(chunks) == b"first line\nsecond line\n"
+    assert debugging.seen == [("GET", "/containerLogs/default/web-node1/app", {"follow": ["true"], "tailLines": ["1"]})]
+
+
+async def test_admin_socket_runs_a_command_through_the_debugging_handler(debugging_node):
+    node, debugging = debugging_node
+    async with node.admin() as admin:
+        answer = await admin.post("/run/default/web-node1/app", params={"cmd": "echo hi"})
+    assert (answer.status_code, answer.content) == (200, b"hi\n")
+    assert debugging.seen == [("POST", "/run/default/web-node1/app", {"cmd": ["echo hi"]})]
+
+
+@pytest.mark.parametrize(
+    "method, path, status, message",
+    [
+        ("POST", "/containerLogs/default/web/app", 405, "/containerLogs/default/web/app: use GET"),
+        ("GET", "/run/default/web/app", 405, "/run/default/web/app: use POST"),
+        # exec, attach and port-forward upgrade the connection: not on the socket.
+        ("POST", "/exec/default/web/app", 404, "not found: POST /exec/default/web/app"),
+    ],
+)
+async def test_admin_socket_debugging_routes_take_one_method_and_no_upgrades(method, path, status, message):
+    debugging = FakeDebugging()
+    routes = AdminRoutes(tree=lambda: None, health=HealthBoard(), metrics=CollectorRegistry(),
+                         fault_injection=False, own_path="root/server", debugging=debugging.handlers())
+    answer = await routes(Request(method=method, path=path, query={}, headers={}))
+    assert (answer.status, msgspec.json.decode(answer.body)) == (status, {"error": message})
+    assert debugging.seen == []
+
+
+async def test_admin_socket_without_debugging_handlers_says_it_serves_none():
+    routes = AdminRoutes(tree=lambda: None, health=HealthBoard(), metrics=CollectorRegistry(),
+                         fault_injection=False, own_path="root/server")
+    answer = await routes(Request(method="GET", path="/containerLogs/default/web/app", query={}, headers={}))
+    assert answer.status == 404
+    assert msgspec.json.decode(answer.body) == {
+        "error": "not found: GET /containerLogs/default/web/app: this daemon serves no /containerLogs"}

@@ -178,3 +178,23 @@ async def test_an_ephemeral_container_added_to_a_running_pod_is_named_in_an_even
     assert [(e.reason, e.message, e.count) for e in node.events.events()] == [
         ("UnsupportedPodSpec",
          "pykubelet does not implement spec.ephemeralContainers; the running pod goes on without it", 1)]
+
+
+async def test_the_syncloop_check_fails_when_the_loop_is_stuck_longer_than_gos_deadline(autojump_clock):
+    from pykubelet.actors.health import HealthBoard
+    from pykubelet.actors.sync_loop import _watch_health, sync_loop_deadline
+
+    assert sync_loop_deadline(60) == 300 and sync_loop_deadline(600) == 1200
+    health = HealthBoard()
+    last = [trio.current_time()]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_watch_health, health, SyncLoopSettings(sync_frequency=60), lambda: last[0])
+        await trio.sleep(290)
+        assert health.healthy
+        await trio.sleep(25)  # 315 s without an iteration (the check looks every 10 s)
+        (check,) = health.failing()
+        assert check.name == "syncloop" and "longer than 300s" in check.detail
+        last[0] = trio.current_time()
+        await trio.sleep(11)
+        assert health.healthy
+        nursery.cancel_scope.cancel()

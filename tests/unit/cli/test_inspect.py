@@ -1,13 +1,17 @@
-"""pykubelet-inspect: rendering of the tree, the pods and the events, the operator's error messages, and
-end to end against a small HTTP server on a unix socket standing in for the daemon."""
+"""pykubelet-inspect: rendering of the tree, the pods and the events, the choice of pod and container for
+logs and exec, the operator's error messages, and end to end against a small HTTP server on a unix socket
+standing in for the daemon."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
+import signal
 import socket
 import socketserver
+import sys
 import tempfile
 import threading
 from datetime import datetime, timedelta, timezone
@@ -18,7 +22,7 @@ import pytest
 from rich.console import Console
 
 from pykubelet.cli import inspect
-from pykubelet.cli.inspect import AdminClient, EventList, InspectError, PodList, main
+from pykubelet.cli.inspect import AdminClient, EventList, InspectError, PodList, choose_container, find_pod, main
 from pykubelet.messages.supervision import ActorSnapshot, ErrorInfo, MailboxStats
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -63,13 +67,15 @@ def as_text(renderable, width=120) -> str:
 
 
 def pod(name, *, namespace="default", containers=("app",), statuses=(), phase="Running",
-        age=timedelta(minutes=5), deleting=False):
+        age=timedelta(minutes=5), deleting=False, init_containers=()):
     meta = {"name": name, "namespace": namespace,
             "creationTimestamp": (NOW - age).isoformat().replace("+00:00", "Z")}
     if deleting:
         meta["deletionTimestamp"] = NOW.isoformat()
-    return {"metadata": meta, "spec": {"containers": [{"name": c} for c in containers]},
-            "status": {"phase": phase, "containerStatuses": list(statuses)}}
+    spec = {"containers": [{"name": c} for c in containers]}
+    if init_containers:
+        spec["initContainers"] = [{"name": c} for c in init_containers]
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase, "containerStatuses": list(statuses)}}
 
 
 def container(name, *, ready=True, restarts=0, waiting=None, terminated=None):
@@ -230,9 +236,11 @@ class FakeDaemon(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 class _Handler(BaseHTTPRequestHandler):
     def _answer(self) -> None:
         self.server.requests.append((self.command, self.path))
-        status, content_type, body = self.server.routes.get(
-            (self.command, self.path), (404, "text/plain", b"no such endpoint\n")
-        )
+        route = self.server.routes.get((self.command, self.path), (404, "text/plain", b"no such endpoint\n"))
+        if callable(route):  # writes its own answer
+            route(self)
+            return
+        status, content_type, body = route
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -519,3 +527,232 @@ def test_watch_does_not_combine_with_json(capsys):
         main(["tree", "--watch", "-o", "json"])
     assert exit_.value.code == 2
     assert "does not combine with -o json" in capsys.readouterr().err
+
+
+# -- logs and exec: which pod and container ------------------------------------------------
+
+
+def pods_of(*items) -> PodList:
+    return msgspec.json.decode(pod_list(*items), type=PodList)
+
+
+def test_a_pod_is_found_by_its_full_name_in_its_namespace():
+    pods = pods_of(pod("web", namespace="other"), pod("web"), pod("web-node1"))
+    found = find_pod(pods, "web", "default")
+    assert (found.metadata.namespace, found.metadata.name) == ("default", "web")
+
+
+def test_a_static_pod_is_found_without_its_node_name():
+    pods = pods_of(pod("hello-node1"), pod("web-node1"), pod("hello-node1", namespace="kube-system"))
+    assert find_pod(pods, "hello", "default").metadata.name == "hello-node1"
+    assert find_pod(pods, "hello-node1", "default").metadata.name == "hello-node1"
+
+
+def test_several_pods_starting_with_the_name_are_listed_not_guessed():
+    pods = pods_of(pod("web-a"), pod("web-b"))
+    with pytest.raises(InspectError) as error:
+        find_pod(pods, "web", "default")
+    assert str(error.value) == (
+        'pod "web" not found in namespace "default", and several start with "web-": web-a, web-b; give the full name')
+
+
+@pytest.mark.parametrize(
+    "items, message",
+    [
+        ((pod("etcd-node1", namespace="kube-system"),),
+         'pod "etcd" not found in namespace "default"; it is in namespace kube-system: pass -n kube-system'),
+        ((pod("etcd", namespace="a"), pod("etcd", namespace="b")),
+         'pod "etcd" not found in namespace "default"; pods by that name are in namespaces a, b: '
+         "pass -n with one of them"),
+        ((pod("web"), pod("etcdx")),
+         'pod "etcd" not found in namespace "default"; `pykubelet-inspect pods` lists the pods'),
+    ],
+)
+def test_a_missing_pod_says_where_to_look(items, message):
+    with pytest.raises(InspectError) as error:
+        find_pod(pods_of(*items), "etcd", "default")
+    assert str(error.value) == message
+
+
+def test_the_only_container_needs_no_name():
+    assert choose_container(pods_of(pod("web", containers=("app",))).items[0], None) == "app"
+
+
+def test_several_containers_need_a_name_as_kubectl_says():
+    web = pods_of(pod("web", containers=("app", "sidecar"), init_containers=("setup",))).items[0]
+    with pytest.raises(InspectError) as error:
+        choose_container(web, None)
+    assert str(error.value) == (
+        "a container name must be specified for pod web, choose one of: [app sidecar] "
+        "or one of the init containers: [setup]")
+    assert choose_container(web, "sidecar") == "sidecar"
+    assert choose_container(web, "setup") == "setup"
+    with pytest.raises(InspectError) as error:
+        choose_container(web, "nope")
+    assert str(error.value) == (
+        "container nope is not valid for pod web: choose one of: [app sidecar] or one of the init containers: [setup]")
+
+
+# -- logs and exec: the command line ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["exec", "web"], "exec: give the command after --: pykubelet-inspect exec POD [-n NAMESPACE] "
+                          "[-c CONTAINER] -- CMD [ARGS...]"),
+        (["exec", "web", "ls", "-l"], "unrecognized arguments: ls -l; exec's command goes after --: "),
+        (["pods", "--wide"], "unrecognized arguments: --wide\n"),
+        (["exec", "web", "--"], "exec: give the command after --"),
+        (["logs", "web", "--", "ls"], "logs: takes no command after --; only exec does"),
+        (["logs", "web", "--tail", "-2"], "--tail -2: give a number of lines >= 0, or -1 for the whole log"),
+        (["--address", "http://127.0.0.1:10255", "logs", "web"], "logs goes through the admin socket (--socket)"),
+        (["--address", "http://127.0.0.1:10255", "exec", "web", "--", "ls"], "exec goes through the admin socket"),
+    ],
+)
+def test_logs_and_exec_usage_errors_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_exec_help_says_it_is_not_interactive_and_what_the_exit_status_means(capsys):
+    with pytest.raises(SystemExit):
+        main(["exec", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "usage: pykubelet-inspect exec POD [-n NAMESPACE] [-c CONTAINER] -- CMD [ARGS...]" in help_text
+    assert "Not interactive: no stdin, no tty." in help_text
+    assert "0 when the command ran, whatever its own exit code" in help_text
+
+
+# -- logs and exec: end to end ---------------------------------------------------------------
+
+STATIC = pod("hello-node1", containers=("hello",))
+
+
+def test_logs_writes_the_log_raw_with_the_query_kubectl_would_send(daemon, capsysbinary):
+    serve_json(daemon, "GET", "/pods", pod_list(pod("web", namespace="other"), STATIC))
+    log = b"hello from pykubelet\n\xff not utf-8\n"
+    daemon.routes[("GET", "/containerLogs/default/hello-node1/hello")] = (200, "text/plain", log)
+    every_option = "/containerLogs/default/hello-node1/hello?follow=true&tailLines=1&timestamps=true&previous=true"
+    daemon.routes[("GET", every_option)] = (200, "text/plain", b"2025-01-01T12:00:00Z one line\n")
+    assert main(["--socket", daemon.server_address, "logs", "hello"]) == 0
+    assert capsysbinary.readouterr().out == log
+    argv = ["--socket", daemon.server_address, "logs", "hello", "-c", "hello", "-f", "--tail", "1",
+            "--timestamps", "--previous"]
+    assert main(argv) == 0  # followed until the daemon ended the stream: the container stopped
+    assert capsysbinary.readouterr().out == b"2025-01-01T12:00:00Z one line\n"
+    assert daemon.requests == [
+        ("GET", "/pods"), ("GET", "/containerLogs/default/hello-node1/hello"),
+        ("GET", "/pods"), ("GET", every_option),
+    ]
+
+
+def test_logs_of_a_pod_with_several_containers_needs_c(daemon, capsys):
+    serve_json(daemon, "GET", "/pods", pod_list(pod("web", containers=("app", "sidecar"))))
+    assert main(["--socket", daemon.server_address, "logs", "web"]) == 1
+    assert capsys.readouterr().err == (
+        "pykubelet-inspect: a container name must be specified for pod web, choose one of: [app sidecar]\n")
+    assert daemon.requests == [("GET", "/pods")]
+
+
+def test_logs_refused_by_the_daemon_prints_its_message(daemon, capsys):
+    serve_json(daemon, "GET", "/pods", pod_list(STATIC))
+    daemon.routes[("GET", "/containerLogs/default/hello-node1/hello?previous=true")] = (
+        400, "text/plain", b'previous terminated container "hello" in pod "hello-node1" not found\n')
+    assert main(["--socket", daemon.server_address, "logs", "hello", "-p"]) == 1
+    assert capsys.readouterr().err == (
+        "pykubelet-inspect: GET /containerLogs/default/hello-node1/hello?previous=true: 400 Bad Request: "
+        'previous terminated container "hello" in pod "hello-node1" not found\n')
+
+
+class _Stdout:
+    """sys.stdout for main(): a binary buffer that says when something was written."""
+
+    def __init__(self) -> None:
+        self.buffer = _Written()
+
+
+class _Written(io.BytesIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.event = threading.Event()
+
+    def write(self, data) -> int:
+        written = super().write(data)
+        self.event.set()
+        return written
+
+
+def test_logs_follow_prints_what_arrives_and_ctrl_c_exits_0(daemon, monkeypatch):
+    serve_json(daemon, "GET", "/pods", pod_list(STATIC))
+    stdout, released = _Stdout(), threading.Event()
+
+    def follow(handler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/plain")
+        handler.end_headers()  # no length: the body runs until the connection ends
+        handler.wfile.write(b"tick 1\n")
+        handler.wfile.flush()
+        # Ctrl-C once the first line is out, while the client waits for more.
+        if stdout.buffer.event.wait(5):
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        released.wait(5)
+
+    daemon.routes[("GET", "/containerLogs/default/hello-node1/hello?follow=true")] = follow
+    monkeypatch.setattr(sys, "stdout", stdout)
+    try:
+        code = main(["--socket", daemon.server_address, "logs", "-f", "hello"])
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped main()")
+    finally:
+        released.set()
+    assert code == 0
+    assert stdout.buffer.getvalue() == b"tick 1\n"
+
+
+def test_logs_into_a_closed_pipe_exits_0_quietly(daemon, monkeypatch, capsys):
+    class ClosedPipe:
+        def write(self, data):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self) -> None:
+            pass
+
+    serve_json(daemon, "GET", "/pods", pod_list(STATIC))
+    daemon.routes[("GET", "/containerLogs/default/hello-node1/hello")] = (200, "text/plain", b"line\n" * 100)
+    monkeypatch.setattr(sys, "stdout", type("Stdout", (), {"buffer": ClosedPipe(), "fileno": lambda self: -1})())
+    assert main(["--socket", daemon.server_address, "logs", "hello"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_exec_prints_the_output_of_run(daemon, capsysbinary):
+    serve_json(daemon, "GET", "/pods", pod_list(pod("web", containers=("app", "sidecar"))))
+    daemon.routes[("POST", "/run/default/web/sidecar?cmd=ls%20-l%20%2Ftmp")] = (200, "text/plain", b"total 0\n")
+    assert main(["--socket", daemon.server_address, "exec", "web", "-c", "sidecar", "--", "ls", "-l", "/tmp"]) == 0
+    assert capsysbinary.readouterr().out == b"total 0\n"
+    assert daemon.requests == [("GET", "/pods"), ("POST", "/run/default/web/sidecar?cmd=ls%20-l%20%2Ftmp")]
+
+
+def test_exec_that_cannot_run_exits_1_with_the_daemons_message(daemon, capsys):
+    serve_json(daemon, "GET", "/pods", pod_list(STATIC))
+    daemon.routes[("POST", "/run/default/hello-node1/hello?cmd=true")] = (
+        404, "text/plain", b'container not found ("hello")\n')
+    assert main(["--socket", daemon.server_address, "exec", "hello", "--", "true"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "pykubelet-inspect: POST /run/default/hello-node1/hello?cmd=true: 404 Not Found: "
+        'container not found ("hello")\n')
+
+
+@pytest.mark.parametrize("argument", ["echo hi", "", "a\tb"])
+def test_exec_refuses_an_argument_run_would_split(daemon, capsys, argument):
+    serve_json(daemon, "GET", "/pods", pod_list(STATIC))
+    assert main(["--socket", daemon.server_address, "exec", "hello", "--", "sh", "-c", argument]) == 1
+    assert capsys.readouterr().err == (
+        f"pykubelet-inspect: argument {argument!r}: the daemon's /run splits the command on whitespace "
+        "(as the Go kubelet's does), so an argument can be neither empty nor contain whitespace; "
+        "put such a command in a script inside the container and run that\n")
+    assert daemon.requests == [("GET", "/pods")]

@@ -18,6 +18,7 @@ from pykubelet.messages.config import (
     encode_kubelet_configuration,
     format_duration,
     go_field_names,
+    parse_byte_quantity,
     parse_duration,
     set_defaults,
     validate_kubelet_configuration,
@@ -104,6 +105,8 @@ def test_defaults_are_the_go_kubelets():
     assert config.node_lease_duration_seconds == 40
     assert (config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent) == (85, 80)
     assert config.logging == LoggingConfiguration(format="text", flush_frequency=Duration(5), verbosity=0)
+    assert (config.container_log_max_size, config.container_log_max_files) == ("10Mi", 5)
+    assert (config.container_log_monitor_interval, config.container_log_max_workers) == (10, 1)
     assert validate_kubelet_configuration(config) == []
 
 
@@ -120,7 +123,8 @@ def test_field_names_on_the_wire_are_the_go_names():
     for go_name in ("apiVersion", "healthzPort", "healthzBindAddress", "staticPodURL", "staticPodURLHeader",
                     "runtimeRequestTimeout", "containerRuntimeEndpoint", "nodeStatusUpdateFrequency",
                     "readOnlyPort", "maxPods", "registerNode", "imageGCHighThresholdPercent",
-                    "kubeAPIQPS", "clusterDNS", "resolvConf", "logging"):  # fmt: skip
+                    "kubeAPIQPS", "clusterDNS", "resolvConf", "logging", "containerLogMaxSize",
+                    "containerLogMaxFiles", "containerLogMonitorInterval", "containerLogMaxWorkers"):  # fmt: skip
         assert go_name in names
     assert not set(names) & GO_ONLY_FIELDS
 
@@ -159,10 +163,14 @@ def test_the_encoded_form_is_the_go_one():
         (dict(container_runtime_endpoint=""),
          dict(container_runtime_endpoint="unix:///run/containerd/containerd.sock")),
         (dict(pod_pids_limit=-5), dict(pod_pids_limit=-1)),
+        (dict(container_log_max_size=""), dict(container_log_max_size="10Mi")),
         # ... but keeps an explicit zero or false of a pointer field.
         (dict(healthz_port=0), dict(healthz_port=0)),
         (dict(register_node=False), dict(register_node=False)),
         (dict(read_only_port=0), dict(read_only_port=0)),
+        (dict(container_log_max_files=0), dict(container_log_max_files=0)),
+        (dict(container_log_max_workers=0), dict(container_log_max_workers=0)),
+        (dict(container_log_monitor_interval=Duration(0)), dict(container_log_monitor_interval=0)),
     ],
 )
 def test_set_defaults_replaces_zero_values_where_go_does(given, expected):
@@ -254,6 +262,12 @@ def test_parallel_image_pulls_turn_serial_pulls_off_unless_set():
         (dict(logging=LoggingConfiguration(format="xml")), "logging.format", "use text or json"),
         (dict(container_runtime_endpoint="tcp://127.0.0.1:1"), "containerRuntimeEndpoint", "unix:///"),
         (dict(container_runtime_endpoint="unix://"), "containerRuntimeEndpoint", "unix:///"),
+        (dict(container_log_max_size="10MB"), "containerLogMaxSize", '"10MB" is not a quantity: give'),
+        (dict(container_log_max_size="1.5"), "containerLogMaxSize", "not a whole number of bytes"),
+        (dict(container_log_max_files=1), "containerLogMaxFiles", "1 must be 2 or more"),
+        (dict(container_log_max_workers=0), "containerLogMaxWorkers", "0 must be 1 or more"),
+        (dict(container_log_monitor_interval=Duration(2.5)), "containerLogMonitorInterval",
+         "2.5s is too short: must be 3s or longer"),
     ],
 )
 def test_validation_names_the_field_and_the_problem(changes, field, problem):
@@ -263,6 +277,40 @@ def test_validation_names_the_field_and_the_problem(changes, field, problem):
 
 
 @pytest.mark.parametrize("changes", [dict(healthz_port=0), dict(read_only_port=10255), dict(address="::"),
-                                     dict(container_runtime_endpoint="embedded")])  # fmt: skip
+                                     dict(container_runtime_endpoint="embedded"),
+                                     dict(container_log_max_size="-1"), dict(container_log_max_files=2),
+                                     dict(container_log_monitor_interval=Duration(3))])  # fmt: skip
 def test_validation_accepts_what_go_accepts(changes):
     assert validate_kubelet_configuration(KubeletConfiguration(**changes)) == []
+
+
+def test_container_log_fields_decode_from_the_go_names():
+    config = _decode({"containerLogMaxSize": "2Ki", "containerLogMaxFiles": 3,
+                      "containerLogMonitorInterval": "1m", "containerLogMaxWorkers": 4})  # fmt: skip
+    assert (config.container_log_max_size, config.container_log_max_files) == ("2Ki", 3)
+    assert (config.container_log_monitor_interval, config.container_log_max_workers) == (60, 4)
+    with pytest.raises(msgspec.ValidationError, match=r"Expected `str`, got `int` - at `\$.containerLogMaxSize`"):
+        _decode({"containerLogMaxSize": 10})
+    encoded = json.loads(encode_kubelet_configuration(config))
+    assert encoded["containerLogMonitorInterval"] == "1m0s" and encoded["containerLogMaxSize"] == "2Ki"
+
+
+@pytest.mark.parametrize(
+    "text, size",
+    [("10Mi", 10 * 2**20), ("2Ki", 2048), ("1.5Ki", 1536), (".5Ki", 512), ("100M", 10**8), ("1k", 1000),
+     ("1e3", 1000), ("1E3", 1000), ("5", 5), ("+7", 7), ("0", 0), ("-1", -1), ("1E", 10**18), ("7Ei", 7 * 2**60)],
+)  # fmt: skip
+def test_a_byte_quantity_is_read_as_go_reads_containerLogMaxSize(text, size):
+    assert parse_byte_quantity(text) == size
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [("10MB", "is not a quantity"), ("10 Mi", "is not a quantity"), ("", "is not a quantity"),
+     ("10mi", "is not a quantity"), ("Mi", "is not a quantity"), ("1.5", "not a whole number"),
+     ("100m", "not a whole number"), ("8Ei", "fits in 64 bits"), ("1e400", "fits in 64 bits")],
+)  # fmt: skip
+def test_a_bad_byte_quantity_is_refused_with_an_example(text, problem):
+    with pytest.raises(ValueError) as caught:
+        parse_byte_quantity(text)
+    assert problem in str(caught.value) and '"10Mi"' in str(caught.value)

@@ -1,0 +1,171 @@
+"""Rendering for pykubelet-inspect, pure: the actor tree snapshot as a rich tree, the pods
+and the events as kubectl-like tables, the --watch frame. No I/O: the caller prints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from pykubelet.messages.supervision import ActorSnapshot
+
+from ._objects import Event, EventList, Pod, PodList, _ContainerStateSet
+
+STATE_STYLES = {"running": "green", "restarting": "yellow", "failed": "bold red", "stopped": "dim"}
+
+
+def actor_label(actor: ActorSnapshot) -> Text:
+    """One tree node: name, kind, state, restarts, mailbox, and the last error below."""
+    label = Text()
+    label.append(actor.name, style="bold")
+    if actor.kind == "supervisor":
+        label.append(f"  supervisor {actor.strategy or ''}".rstrip(), style="cyan")
+    label.append("  ")
+    label.append(actor.state, style=STATE_STYLES.get(actor.state, ""))
+    label.append(f"  restarts {actor.restarts}", style="yellow" if actor.restarts else "")
+    if actor.mailbox is not None:
+        box = actor.mailbox
+        full = box.depth >= box.capacity
+        label.append(f"  mailbox {box.depth}/{box.capacity}", style="bold red" if full else "")
+        label.append(f" received {box.received}")
+    if actor.last_error is not None:
+        err = actor.last_error
+        label.append(f"\nlast error {err.type}: {err.message} at {err.at}", style="red")
+    return label
+
+
+def render_tree(snapshot: ActorSnapshot) -> Tree:
+    tree = Tree(actor_label(snapshot), guide_style="dim")
+    _add_children(tree, snapshot)
+    return tree
+
+
+def _add_children(node: Tree, actor: ActorSnapshot) -> None:
+    for child in actor.children:
+        _add_children(node.add(actor_label(child)), child)
+
+
+def pod_status(pod: Pod) -> str:
+    """The STATUS column, as kubectl computes it: a container's waiting or terminated
+    reason wins over the phase, and a pod being deleted is Terminating."""
+    reason = pod.status.reason or pod.status.phase or "Unknown"
+    for status in reversed(pod.status.containerStatuses):
+        state = status.state or _ContainerStateSet()
+        if state.waiting is not None and state.waiting.reason:
+            reason = state.waiting.reason
+        elif state.terminated is not None:
+            term = state.terminated
+            if term.reason:
+                reason = term.reason
+            elif term.signal:
+                reason = f"Signal:{term.signal}"
+            else:
+                reason = f"ExitCode:{term.exitCode or 0}"
+    if pod.metadata.deletionTimestamp is not None:
+        reason = "Terminating"
+    return reason
+
+
+def human_age(seconds: float) -> str:
+    """Kubernetes' HumanDuration (what kubectl prints in AGE), trimmed."""
+    s = int(seconds)
+    if s < 0:
+        return "<invalid>"
+    if s < 120:
+        return f"{s}s"
+    m = s // 60
+    if m < 10:
+        return f"{m}m{s % 60}s" if s % 60 else f"{m}m"
+    if m < 180:
+        return f"{m}m"
+    h = s // 3600
+    if h < 8:
+        return f"{h}h{m % 60}m" if m % 60 else f"{h}h"
+    if h < 48:
+        return f"{h}h"
+    d = h // 24
+    if h < 24 * 8:
+        return f"{d}d{h % 24}h" if h % 24 else f"{d}d"
+    if d < 365 * 2:
+        return f"{d}d"
+    return f"{d // 365}y"
+
+
+def _age(timestamp: str | None, now: datetime) -> str:
+    if not timestamp:
+        return "<unknown>"
+    try:
+        created = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "<invalid>"
+    return human_age((now - created).total_seconds())
+
+
+def render_pods(pods: PodList, now: datetime) -> RenderableType:
+    if not pods.items:
+        return Text("No pods.")
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"):
+        table.add_column(column, no_wrap=True)
+    for pod in pods.items:
+        statuses = pod.status.containerStatuses
+        total = max(len(pod.spec.containers), len(statuses))
+        ready = sum(1 for s in statuses if s.ready)
+        table.add_row(
+            pod.metadata.namespace,
+            pod.metadata.name,
+            f"{ready}/{total}",
+            pod_status(pod),
+            str(sum(s.restartCount for s in statuses)),
+            _age(pod.metadata.creationTimestamp, now),
+        )
+    return table
+
+
+def event_object(event: Event) -> str:
+    """The OBJECT column: kind/name as kubectl writes it, then the field path if any."""
+    ref = event.involvedObject
+    name = f"{ref.kind.lower() or 'pod'}/{ref.name}"
+    return f"{name}/{ref.fieldPath}" if ref.fieldPath else name
+
+
+def render_events(events: EventList, now: datetime, *, all_namespaces: bool = True) -> RenderableType:
+    """kubectl get events (-A adds NAMESPACE), with the count as a column; oldest first."""
+    if not events.items:
+        return Text("No events.")
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    columns = ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE", "COUNT"]
+    if all_namespaces:
+        columns.insert(0, "NAMESPACE")
+    for column in columns:
+        table.add_column(column, no_wrap=column != "MESSAGE")
+    ordered = sorted(events.items, key=lambda e: e.lastTimestamp or e.firstTimestamp or "")
+    for event in ordered:
+        row = [
+            _age(event.lastTimestamp or event.firstTimestamp, now),
+            Text(event.type, style="yellow" if event.type == "Warning" else ""),
+            event.reason,
+            event_object(event),
+            event.message,
+            str(event.count),
+        ]
+        if all_namespaces:
+            row.insert(0, event.involvedObject.namespace)
+        table.add_row(*row)
+    return table
+
+
+def watch_frame(
+    snapshot: ActorSnapshot | None, source: str, at: datetime, error: str | None = None
+) -> Group:
+    """What --watch shows: a header line, the tree (the last good one), any fetch error."""
+    header = Text(f"{source}  {at:%H:%M:%S}  (Ctrl-C to quit)", style="dim")
+    parts: list[RenderableType] = [header]
+    if snapshot is not None:
+        parts.append(render_tree(snapshot))
+    if error is not None:
+        parts.append(Text(f"unreachable: {error}", style="bold red"))
+    return Group(*parts)
