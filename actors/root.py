@@ -44,6 +44,7 @@ from pykubelet.actors.runtime_link import RuntimeHandle, RuntimeLinkMetrics, Run
 from pykubelet.actors.server import KubeletApiSettings, ServerSettings, server_actor
 from pykubelet.actors.server.auth import KubeletAuth
 from pykubelet.actors.server.debugging import DebuggingHandlers
+from pykubelet.actors.server.stats import StatsProvider
 from pykubelet.actors.server.kubelet_api import KubeletApiSources, running_pods_from
 from pykubelet.actors.server.metrics import ActorTreeCollector
 from pykubelet.actors.sources.file import file_source_actor
@@ -231,6 +232,11 @@ class Daemon:
                         health=self.health, metrics=self.metrics, pods=self.statuses.pod_list,
                         running_pods=lambda: running_pods_from(self.runtime_pods.latest),
                         configz=settings.configz,
+                        stats=StatsProvider(
+                            runtime=self.runtime, pods=self.statuses.pod_list,
+                            relist=lambda: self.runtime_pods.latest, root_dir=self.node.root_dir,
+                            node_name=self.node.name, pod_logs_dir=self.node.pod_logs_dir,
+                        ),
                         debugging=DebuggingHandlers(
                             runtime=self.runtime, pods=self.statuses.pod_list,
                             relist=lambda: self.runtime_pods.latest, pod_logs_dir=self.node.pod_logs_dir,

@@ -142,6 +142,8 @@ async def _serve_kubelet_api(nursery: trio.Nursery, settings: KubeletApiSettings
     secure = await _open(settings.address, settings.port, "port")
     handler = kubelet_api(sources, auth=auth, enable_debugging_handlers=settings.enable_debugging_handlers)
     nursery.start_soon(_serve_tls, secure, context, handler)
+    if sources.stats is not None:
+        nursery.start_soon(sources.stats.run)  # keeps the runtime's stats sample fresh
     log.info("kubelet API serving", extra={"address": f"https://{settings.address}:{settings.port}", "certificate": cert})
     if settings.read_only_port:
         plain = await _open(settings.address, settings.read_only_port, "read-only-port")

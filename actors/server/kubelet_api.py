@@ -47,6 +47,8 @@ class KubeletApiSources:
     configz: Mapping[str, Any]
     # The debugging handlers: path prefix -> handler (containerLogs, exec, attach, portForward, run).
     debugging: Mapping[str, Callable[[Request], Awaitable[Response]]] = field(default_factory=dict)
+    # /stats/summary (actors/server/stats.StatsProvider); None: not served.
+    stats: Any = None
 
 
 def kubelet_api(
@@ -74,6 +76,8 @@ def kubelet_api(
             if handler is None:
                 return Response.text(404, f"404 page not found ({path}: not served by pykubelet yet)\n")
             return await handler(request)
+        if path.rstrip("/") == "/stats/summary" and sources.stats is not None:
+            return await sources.stats.summary(request)
         return _read(sources, request)
 
     return handle

@@ -61,8 +61,9 @@ def test_the_kubelet_api_authenticates_authorizes_and_serves_logs_and_exec(node_
     with kubelet(daemon, "not-a-token") as stranger:
         assert stranger.get("/pods").status_code == 401
 
-    # bob may use the node's proxy and read its metrics (RBAC: nodes/proxy, nodes/metrics).
-    apiserver.grant("bob", verbs=["get", "create"], resources=["nodes/proxy", "nodes/metrics"])
+    # bob may use the node's proxy and read its metrics and stats (RBAC: nodes/proxy,
+    # nodes/metrics, nodes/stats).
+    apiserver.grant("bob", verbs=["get", "create"], resources=["nodes/proxy", "nodes/metrics", "nodes/stats"])
     token = apiserver.add_token("bob")
     with kubelet(daemon, token) as bob:
         pods = bob.get("/pods")
@@ -73,6 +74,11 @@ def test_the_kubelet_api_authenticates_authorizes_and_serves_logs_and_exec(node_
         assert bob.get("/runningpods/").json()["items"][0]["spec"]["containers"] == [{"name": "app", "resources": {}}]
         assert bob.get("/configz").json()["kubeletconfig"]["port"] == daemon.port
         assert b"kubelet_running_pods" in bob.get("/metrics").content
+        summary = bob.get("/stats/summary").json()  # what metrics-server reads
+        assert summary["node"]["nodeName"] == "node1" and summary["node"]["fs"]["capacityBytes"] > 0
+        (chatty,) = [p for p in summary["pods"] if p["podRef"]["name"] == "chatty"]
+        assert [c["name"] for c in chatty["containers"]] == ["app"]
+        assert chatty["containers"][0]["cpu"]["usageCoreNanoSeconds"] > 0
 
         # Logs: the tail, then a follow that sees new lines as they are written.
         tail = bob.get("/containerLogs/default/chatty/app", params={"tailLines": "2"})
