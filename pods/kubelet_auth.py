@@ -144,6 +144,22 @@ class BadCredentials(ValueError):
     """Credentials that are present but malformed: 401, never anonymous."""
 
 
+def without_websocket_bearer_token(raw_headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The headers with the bearer-token subprotocol taken out of Sec-WebSocket-Protocol
+    (Go's ProtocolAuthenticator removes it once it authenticated the request), so that the
+    token is not passed on to the runtime's streaming server."""
+    kept: list[tuple[bytes, bytes]] = []
+    for name, value in raw_headers:
+        if name.lower() == b"sec-websocket-protocol":
+            protocols = [p.strip() for p in value.decode("latin-1").split(",")]
+            protocols = [p for p in protocols if p and not p.startswith(_WEBSOCKET_BEARER_PREFIX)]
+            if not protocols:
+                continue
+            value = ", ".join(protocols).encode("latin-1")
+        kept.append((name, value))
+    return kept
+
+
 def websocket_bearer_token(raw_headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     """A token sent as the WebSocket subprotocol `base64url.bearer.authorization.k8s.io.<b64>`
     (Go: websocket.ProtocolAuthenticator), for a WebSocket upgrade request only."""

@@ -17,6 +17,7 @@ import trio
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod import Pod, PodList
 from pykubelet.pods.container_logs import LogOptionsError, parse_log_options
+from pykubelet.pods.kubelet_auth import without_websocket_bearer_token
 from pykubelet.ports.container_log_reader import container_log_path, previous_log_path, stream_container_log
 from pykubelet.ports.cri import CriError, CriNotFound
 from pykubelet.ports.upgrade_proxy import proxy_upgrade, streaming_url_is_local
@@ -216,8 +217,8 @@ class DebuggingHandlers:
             return Response.text(500, f"the runtime's streaming server {url} is not on a loopback address\n")
 
         async def take_over(stream: trio.abc.Stream, already: bytes) -> None:
-            await proxy_upgrade(stream, method=request.method, target_url=url, raw_headers=request.raw_headers,
-                                already_read=already)
+            await proxy_upgrade(stream, method=request.method, target_url=url,
+                                raw_headers=without_websocket_bearer_token(request.raw_headers), already_read=already)
 
         return Response(0, upgrade=take_over)
 

@@ -78,6 +78,8 @@ def kubelet_api(
             return await handler(request)
         if path.rstrip("/") == "/stats/summary" and sources.stats is not None:
             return await sources.stats.summary(request)
+        if path == "/metrics/resource" and sources.stats is not None:
+            return await sources.stats.resource_metrics(request)
         return _read(sources, request)
 
     return handle

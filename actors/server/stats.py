@@ -33,6 +33,7 @@ from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.actors.volumes.manager import PLUGINS
 from pykubelet.messages.pod import PodList
 from pykubelet.pods import stats_summary as summary
+from pykubelet.pods.resource_metrics import resource_metrics
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, MANAGED_LABEL
 from pykubelet.pods.stats_summary import (
     ContainerStats, Cpu, CpuUsageCache, Fs, Interface, ListedContainer, ListedSandbox, Memory, Network,
@@ -138,6 +139,16 @@ class StatsProvider:
             log.warning("stats summary failed: %s", exc)
             return Response.text(500, f"Internal Error: failed to list pod stats: {exc}\n")
         return Response.json(200, msgspec.json.encode(body))
+
+    async def resource_metrics(self, request: Request) -> Response:
+        """/metrics/resource: the cpu-and-memory Summary as the Go kubelet's resource metrics;
+        a runtime that cannot be listed gives resource_scrape_error 1, not an error answer."""
+        try:
+            body = await self.collect(only_cpu_and_memory=True)
+        except CriError as exc:
+            log.warning("resource metrics failed: %s", exc)
+            body = None
+        return Response(200, resource_metrics(body), "text/plain; version=0.0.4; charset=utf-8")
 
     async def collect(self, *, only_cpu_and_memory: bool = False) -> summary.SummaryJSON:
         """The Summary (msgspec.json.encode it); CriError when the runtime cannot be listed."""

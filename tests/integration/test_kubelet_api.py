@@ -79,6 +79,9 @@ def test_the_kubelet_api_authenticates_authorizes_and_serves_logs_and_exec(node_
         (chatty,) = [p for p in summary["pods"] if p["podRef"]["name"] == "chatty"]
         assert [c["name"] for c in chatty["containers"]] == ["app"]
         assert chatty["containers"][0]["cpu"]["usageCoreNanoSeconds"] > 0
+        resource = bob.get("/metrics/resource").text  # what newer metrics-server scrapes
+        assert 'container_cpu_usage_seconds_total{container="app",namespace="default",pod="chatty"}' in resource
+        assert "resource_scrape_error 0" in resource
 
         # Logs: the tail, then a follow that sees new lines as they are written.
         tail = bob.get("/containerLogs/default/chatty/app", params={"tailLines": "2"})

@@ -417,3 +417,14 @@ def test_standalone_mode_keeps_what_the_operator_set_so_validation_can_refuse_it
     flagged = standalone_auth(_config(mode="Webhook"), explicit={"authorization.mode"})
     assert flagged.authorization.mode == "Webhook"
 
+
+
+def test_the_websocket_bearer_token_is_not_passed_on_to_the_runtime():
+    from pykubelet.pods.kubelet_auth import without_websocket_bearer_token
+
+    headers = [(b"Upgrade", b"websocket"),
+               (b"Sec-WebSocket-Protocol", b"v4.channel.k8s.io, base64url.bearer.authorization.k8s.io.dG9rZW4")]
+    assert without_websocket_bearer_token(headers) == [
+        (b"Upgrade", b"websocket"), (b"Sec-WebSocket-Protocol", b"v4.channel.k8s.io")]
+    only_token = [(b"Sec-WebSocket-Protocol", b"base64url.bearer.authorization.k8s.io.dG9rZW4")]
+    assert without_websocket_bearer_token(only_token) == []
