@@ -41,8 +41,8 @@ class Target:
 
 
 class DebuggingHandlers:
-    """Finds the pod and container a request names, from the pods the kubelet runs and the
-    runtime as the PLEG last saw it."""
+    """Finds the pod and container a request names: the container from the pod's status
+    (published as soon as it starts), a port-forward's sandbox from the PLEG's last relist."""
 
     def __init__(
         self, *, runtime: RuntimeHandle, pods: Callable[[], PodList], relist: Callable[[], Any], pod_logs_dir: str,
