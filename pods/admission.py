@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pykubelet.messages.pod import Container, NodeSelectorRequirement, NodeSelectorTerm, Pod
 from pykubelet.pods.security_context import security_admission
-from pykubelet.pods.status import parse_quantity
+from pykubelet.pods.resources import parse_quantity
 from pykubelet.pods.unsupported import unsupported_fields
 
 # Go's reasons: "OutOf" + the resource name for a resource, the plugin name otherwise.

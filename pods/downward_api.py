@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from pykubelet.messages.pod import Container, Pod
-from pykubelet.pods.status import parse_quantity
+from pykubelet.pods.resources import parse_quantity
 
 
 class DownwardApiError(ValueError):

@@ -8,9 +8,8 @@ manager.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
 
 import msgspec
 
@@ -25,12 +24,21 @@ from pykubelet.messages.pod import (
     PodCondition,
     PodIP,
     PodStatus,
-    ResourceRequirements,
 )
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
 
 from .actions import has_any_regular_container_created, is_sidecar, restart_policy, sandbox_changed
 from .active_deadline import DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE
+from .conditions import (
+    KUBELET_CONDITIONS,
+    POD_READY_TO_START_CONTAINERS,
+    POD_SCHEDULED,
+    containers_ready_condition,
+    initialized_condition,
+    ready_condition,
+)
+from .phases import FAILED, PENDING, RUNNING, SUCCEEDED, TERMINAL_PHASES
+from .resources import qos_class
 
 # Waiting reasons (Go: kubelet_pods.go, kuberuntime and images error names).
 CONTAINER_CREATING = "ContainerCreating"
@@ -45,23 +53,6 @@ CREATE_CONTAINER_ERROR = "CreateContainerError"
 RUN_CONTAINER_ERROR = "RunContainerError"
 CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
 
-# Condition types the kubelet owns, and their reasons (Go: status/generate.go).
-POD_SCHEDULED = "PodScheduled"
-POD_READY_TO_START_CONTAINERS = "PodReadyToStartContainers"
-INITIALIZED = "Initialized"
-CONTAINERS_READY = "ContainersReady"
-READY = "Ready"
-KUBELET_CONDITIONS = frozenset(
-    {POD_SCHEDULED, POD_READY_TO_START_CONTAINERS, INITIALIZED, CONTAINERS_READY, READY}
-)
-CONTAINERS_NOT_READY = "ContainersNotReady"
-CONTAINERS_NOT_INITIALIZED = "ContainersNotInitialized"
-POD_COMPLETED = "PodCompleted"
-POD_FAILED = "PodFailed"
-READINESS_GATES_NOT_READY = "ReadinessGatesNotReady"
-
-PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
-TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
 
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 
@@ -441,150 +432,3 @@ def pod_phase(
             return FAILED
         return RUNNING  # OnFailure: the failed ones restart
     return PENDING
-
-
-# --- conditions -------------------------------------------------------------------------
-
-
-def _names(names: list[str]) -> str:
-    return "[" + " ".join(names) + "]"  # Go's %s of a []string
-
-
-def containers_ready_condition(pod: Pod, statuses: list[ContainerStatus], phase: str) -> PodCondition:
-    by_name = {s.name: s for s in statuses}
-    unknown: list[str] = []
-    unready: list[str] = []
-    for container in [c for c in pod.spec.init_containers if is_sidecar(c)] + list(pod.spec.containers):
-        s = by_name.get(container.name)
-        if s is None:
-            unknown.append(container.name)
-        elif not s.ready:
-            unready.append(container.name)
-    if phase == SUCCEEDED and not unknown:
-        return PodCondition(type=CONTAINERS_READY, status="False", reason=POD_COMPLETED)
-    if phase == FAILED:
-        return PodCondition(type=CONTAINERS_READY, status="False", reason=POD_FAILED)
-    messages = []
-    if unknown:
-        messages.append(f"containers with unknown status: {_names(unknown)}")
-    if unready:
-        messages.append(f"containers with unready status: {_names(unready)}")
-    if messages:
-        return PodCondition(
-            type=CONTAINERS_READY, status="False", reason=CONTAINERS_NOT_READY, message=", ".join(messages)
-        )
-    return PodCondition(type=CONTAINERS_READY, status="True")
-
-
-def ready_condition(
-    pod: Pod, statuses: list[ContainerStatus], phase: str, conditions: Sequence[PodCondition] = ()
-) -> PodCondition:
-    """Go's GeneratePodReadyCondition: ContainersReady's status, reason and message while
-    it is not True; then True only if each readiness gate's condition is in `conditions`
-    with status True."""
-    ready = containers_ready_condition(pod, statuses, phase)
-    if ready.status != "True":
-        return PodCondition(type=READY, status=ready.status, reason=ready.reason, message=ready.message)
-    unready = []
-    for gate in pod.spec.readiness_gates:
-        found = next((c for c in conditions if c.type == gate.condition_type), None)
-        if found is None:
-            unready.append(f'corresponding condition of pod readiness gate "{gate.condition_type}" does not exist.')
-        elif found.status != "True":
-            unready.append(
-                f'the status of pod readiness gate "{gate.condition_type}" is not "True", but {found.status}'
-            )
-    if unready:
-        return PodCondition(
-            type=READY, status="False", reason=READINESS_GATES_NOT_READY, message=", ".join(unready)
-        )
-    return PodCondition(type=READY, status="True")
-
-
-def initialized_condition(pod: Pod, statuses: list[ContainerStatus], phase: str) -> PodCondition:
-    by_name = {s.name: s for s in statuses}
-    unknown: list[str] = []
-    incomplete: list[str] = []
-    for container in pod.spec.init_containers:
-        s = by_name.get(container.name)
-        if s is None:
-            unknown.append(container.name)
-        elif not (s.started if is_sidecar(container) else s.ready):
-            incomplete.append(container.name)
-    if phase == SUCCEEDED and not unknown:
-        return PodCondition(type=INITIALIZED, status="True", reason=POD_COMPLETED)
-    app_names = {c.name for c in pod.spec.containers}
-    if any(s.name in app_names and (s.state.running or s.state.terminated) for s in statuses):
-        return PodCondition(type=INITIALIZED, status="True")  # app containers ran: initialized before
-    messages = []
-    if unknown:
-        messages.append(f"containers with unknown status: {_names(unknown)}")
-    if incomplete:
-        messages.append(f"containers with incomplete status: {_names(incomplete)}")
-    if messages:
-        return PodCondition(
-            type=INITIALIZED, status="False", reason=CONTAINERS_NOT_INITIALIZED, message=", ".join(messages)
-        )
-    return PodCondition(type=INITIALIZED, status="True")
-
-
-# --- QoS class --------------------------------------------------------------------------
-
-_SUFFIXES = {
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-    "P": Decimal("1e15"), "E": Decimal("1e18"),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
-}
-
-
-_QOS_RESOURCES = frozenset({"cpu", "memory"})
-
-
-def parse_quantity(text: str) -> Decimal:
-    """A Kubernetes resource quantity ("100m", "1.5Gi", "2e3") as a number."""
-    text = text.strip()
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if suffix and text.endswith(suffix):
-            number, scale = text[: -len(suffix)], _SUFFIXES[suffix]
-            break
-    else:
-        number, scale = text, Decimal(1)
-    try:
-        return Decimal(number) * scale
-    except InvalidOperation:
-        raise ValueError(f"invalid resource quantity {text!r}") from None
-
-
-def qos_class(pod: Pod) -> str:
-    """Go's GetPodQOS: Guaranteed when every container has cpu and memory limits equal to
-    its requests, BestEffort when nothing is requested or limited, else Burstable.
-    Only cpu and memory count; a missing request defaults to its limit, as the API
-    server's defaulting does."""
-    requests: dict[str, Decimal] = {}
-    limits: dict[str, Decimal] = {}
-    guaranteed = True
-    for container in list(pod.spec.containers) + list(pod.spec.init_containers):
-        resources = container.resources or ResourceRequirements()
-        container_limits = {k: v for k, v in resources.limits.items() if k in _QOS_RESOURCES}
-        container_requests = {k: v for k, v in resources.requests.items() if k in _QOS_RESOURCES}
-        for name, value in container_limits.items():
-            container_requests.setdefault(name, value)
-        for name, value in container_requests.items():
-            quantity = parse_quantity(value)
-            if quantity > 0:
-                requests[name] = requests.get(name, Decimal(0)) + quantity
-        found = set()
-        for name, value in container_limits.items():
-            quantity = parse_quantity(value)
-            if quantity > 0:
-                found.add(name)
-                limits[name] = limits.get(name, Decimal(0)) + quantity
-        if found != _QOS_RESOURCES:
-            guaranteed = False
-    if not requests and not limits:
-        return "BestEffort"
-    if guaranteed and requests == limits:
-        return "Guaranteed"
-    return "Burstable"

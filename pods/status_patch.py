@@ -18,7 +18,7 @@ import msgspec
 
 from pykubelet.messages.pod import PodCondition, PodIP, PodStatus
 
-from .status import KUBELET_CONDITIONS
+from .conditions import KUBELET_CONDITIONS
 
 # The fields a PodStatus models, by their API names, and how each list merges.
 _STATUS_FIELDS = tuple(f.encode_name for f in msgspec.structs.fields(PodStatus))

@@ -18,7 +18,7 @@ import trio
 
 from pykubelet.messages.pod import UNSUPPORTED_VOLUME_TYPES, Pod, Volume
 from pykubelet.pods.downward_api import DownwardApiError, PodFacts
-from pykubelet.pods.status import parse_quantity
+from pykubelet.pods.resources import parse_quantity
 from pykubelet.pods.volume_payload import (
     FileProjection,
     VolumePayloadError,

@@ -24,7 +24,8 @@ from pykubelet.messages.pod import (
 )
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus, SandboxRuntimeStatus
 from pykubelet.pods.labels import container_hash
-from pykubelet.pods.status import compute_pod_status, parse_quantity, qos_class, rfc3339
+from pykubelet.pods.resources import parse_quantity, qos_class
+from pykubelet.pods.status import compute_pod_status, rfc3339
 
 IMAGE = "busybox:1"
 T0 = 1_795_000_000.0  # 2026-11-18T11:06:40Z
