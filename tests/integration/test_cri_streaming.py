@@ -10,7 +10,6 @@ client) speaking v4.channel.k8s.io: every message starts with its channel, 0 std
 from __future__ import annotations
 
 import functools
-import socket
 import uuid
 from urllib.parse import urlsplit
 
@@ -24,6 +23,7 @@ from pykubelet.ports import upgrade_proxy
 from pykubelet.ports.upgrade_proxy import proxy_upgrade, streaming_url_is_local
 from tests.support.containerd import BUSYBOX_IMAGE
 from tests.support.websocket import exit_code, websocket
+from tests.support.daemon import free_port
 
 pytestmark = pytest.mark.containerd
 
@@ -105,15 +105,6 @@ async def start_pod(cri: CriClient, name: str, script: str) -> tuple[str, str]:
 
 
 IDLE = "while true; do sleep 0.1; done"
-
-
-# -- a minimal WebSocket client -----------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # -- the CRI calls ----------------------------------------------------------------------------

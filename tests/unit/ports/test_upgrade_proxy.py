@@ -22,6 +22,7 @@ from pykubelet.ports.upgrade_proxy import (
     proxy_upgrade,
     streaming_url_is_local,
 )
+from tests.support.daemon import free_port
 
 SPDY_HEADERS = [
     (b"Host", b"node1:10250"),
@@ -139,12 +140,6 @@ async def proxied(
             yield session
         finally:
             await trio.aclose_forcefully(session.client)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class NotHalfCloseable(trio.abc.Stream):
