@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
+from cri_api.v1 import api_pb2
 
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod import Pod, PodList
 from pykubelet.pods.container_logs import LogOptionsError, parse_log_options
 from pykubelet.pods.kubelet_auth import without_websocket_bearer_token
+from pykubelet.pods.labels import POD_UID_LABEL
 from pykubelet.ports.container_log_reader import container_log_path, previous_log_path, stream_container_log
 from pykubelet.ports.cri import CriError, CriNotFound
 from pykubelet.ports.upgrade_proxy import proxy_upgrade, streaming_url_is_local
@@ -42,7 +44,8 @@ class Target:
 
 class DebuggingHandlers:
     """Finds the pod and container a request names: the container from the pod's status
-    (published as soon as it starts), a port-forward's sandbox from the PLEG's last relist."""
+    (published as soon as it starts), a port-forward's sandbox from the PLEG's last relist or,
+    when it is newer than that, from the runtime."""
 
     def __init__(
         self, *, runtime: RuntimeHandle, pods: Callable[[], PodList], relist: Callable[[], Any], pod_logs_dir: str,
@@ -77,9 +80,7 @@ class DebuggingHandlers:
         sandboxes = [s for s in (relist.sandboxes if relist else []) if s.pod_uid == pod.metadata.uid and s.ready]
         sandbox_id = sandboxes[0].id if sandboxes else ""
         if not container:
-            if not sandbox_id:
-                raise NotFound(f"pod {name} has no running sandbox")
-            return Target(pod=pod, container_id="", sandbox_id=sandbox_id)
+            return Target(pod=pod, container_id="", sandbox_id=sandbox_id)  # "": not relisted yet
         # The container as the pod's status shows it: published by its worker right after
         # it started, sooner than the next relist.
         container_name = parts[-1]
@@ -183,7 +184,25 @@ class DebuggingHandlers:
             return Response.text(400, "ports: each must be a number between 1 and 65535\n")
         if any(not 0 < p < 65536 for p in ports):
             return Response.text(400, "ports: each must be a number between 1 and 65535\n")
-        return await self._proxy(request, lambda cri: cri.port_forward(target.sandbox_id, ports))
+        sandbox_id = target.sandbox_id or await self._ready_sandbox(target.pod)
+        if not sandbox_id:
+            return Response.text(404, f"pod {target.pod.metadata.name} has no running sandbox\n")
+        return await self._proxy(request, lambda cri: cri.port_forward(sandbox_id, ports))
+
+    async def _ready_sandbox(self, pod: Pod) -> str:
+        """The pod's ready sandbox as the runtime has it now: one started since the last
+        relist (up to a relist period ago) is not in the PLEG's view yet (Go asks the
+        runtime on every port-forward)."""
+        selector = api_pb2.PodSandboxFilter(
+            state=api_pb2.PodSandboxStateValue(state=api_pb2.SANDBOX_READY),
+            label_selector={POD_UID_LABEL: pod.metadata.uid},
+        )
+        try:
+            sandboxes = await self.runtime.client.list_pod_sandbox(selector)
+        except CriError as exc:
+            log.warning("port-forward: cannot list the sandboxes of pod %s: %s", pod.metadata.name, exc)
+            return ""
+        return sandboxes[0].id if sandboxes else ""
 
     async def run(self, request: Request) -> Response:
         """Go's /run: ExecSync of the `cmd` query parameter (split on spaces), the output as

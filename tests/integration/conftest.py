@@ -57,6 +57,8 @@ def node_daemon(tmp_path, apiserver, containerd):
         f"--config={config}",
         f"--kubeconfig={apiserver.kubeconfig('system:node:node1')}",
         f"--container-runtime-endpoint={containerd.endpoint}",
+        # The API server's kubelet client certificate is accepted, as in a kubeadm cluster.
+        f"--client-ca-file={apiserver.ca_path}",
         "--hostname-override=node1",
         "--node-ip=127.0.0.1",
     ).start()

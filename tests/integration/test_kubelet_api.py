@@ -6,6 +6,8 @@ and the 401/403 answers."""
 
 from __future__ import annotations
 
+import os
+import socket
 import ssl
 from urllib.parse import quote
 
@@ -14,6 +16,7 @@ import pytest
 import trio
 
 from tests.support.containerd import BUSYBOX_IMAGE
+from tests.support.pods import container, phase, pod_manifest, wait_for_pod, write_manifest
 from tests.support.websocket import exit_code, websocket
 
 NS = "/api/v1/namespaces/default"
@@ -114,3 +117,73 @@ def test_the_kubelet_api_authenticates_authorizes_and_serves_logs_and_exec(node_
 
     stdout, code = trio.run(exec_hi)
     assert stdout.startswith(b"hi from") and code == 3
+
+
+def _held_by_followers(daemon, log_dir: str) -> tuple[int, int, int]:
+    """What a follower holds in the daemon: open log files under log_dir, inotify
+    instances, and established connections to the kubelet port."""
+    fd_dir = f"/proc/{daemon.process.pid}/fd"
+    targets = []
+    for fd in os.listdir(fd_dir):
+        try:
+            targets.append(os.readlink(f"{fd_dir}/{fd}"))
+        except OSError:
+            pass  # closed meanwhile
+    logs = sum(t.startswith(log_dir) for t in targets)
+    inotify = sum(t == "anon_inode:inotify" for t in targets)
+    port = f":{daemon.port:04X} "
+    with open("/proc/net/tcp") as table:  # local address, remote address, state 01 = ESTABLISHED
+        connections = sum(1 for row in table if row.split()[1].endswith(port.strip()) and row.split()[3] == "01")
+    return logs, inotify, connections
+
+
+def _raw_follow(daemon, path: str) -> ssl.SSLSocket:
+    """A TLS connection that asked for `path` and read nothing yet: a reader as slow as can be."""
+    context = ssl.create_default_context(cafile=str(daemon.root_dir / "pki" / "kubelet.crt"))
+    conn = context.wrap_socket(socket.create_connection(("127.0.0.1", daemon.port), timeout=10),
+                               server_hostname="127.0.0.1")
+    conn.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    return conn
+
+
+def _nothing_left(held: tuple[int, int, int], inotify_before: int) -> bool:
+    files, inotify, connections = held
+    return files == 0 and inotify <= inotify_before and connections == 0
+
+
+@pytest.mark.containerd
+def test_slow_and_vanishing_log_readers_cost_nothing(containerd, manifests, start_daemon):
+    """A follower that never reads does not hold up other requests; followers that go away
+    mid-stream leave no file descriptor (log file, inotify, socket) behind."""
+    daemon = start_daemon(containerd.endpoint)  # standalone: anonymous, AlwaysAllow, 127.0.0.1
+    script = "yes 'a line of log text long enough to fill buffers fast' | head -c 20000000; " \
+             "trap 'exit 0' TERM; while true; do echo tick; sleep 0.1; done"
+    write_manifest(manifests, pod_manifest("big", [container("app", ["sh", "-c", script])]))
+    wait_for_pod(daemon, "big", phase("Running"), "Running")
+    logs = "/containerLogs/default/big-node1/app"
+    with kubelet(daemon) as client:
+        daemon.wait_for(lambda: client.get(logs, params={"tailLines": "1"}).text == "tick\n", "the 20 MB to be written")
+        log_dir = str(daemon.root_dir.parent / "pod-logs")
+        _, inotify_before, _ = _held_by_followers(daemon, log_dir)
+
+        # A reader that asked for all 20 MB and reads none of it: the server is stuck on its
+        # socket, and nothing else is.
+        stalled = _raw_follow(daemon, f"{logs}?follow=true")
+        assert stalled.recv(1)
+        for _ in range(3):
+            assert client.get("/healthz").text == "ok"
+            assert client.get(logs, params={"tailLines": "1"}).text == "tick\n"
+
+        # Followers that leave mid-stream, without a word.
+        gone = [_raw_follow(daemon, f"{logs}?follow=true&tailLines=1") for _ in range(10)]
+        for conn in gone:
+            assert conn.recv(100)
+        files, _, connections = _held_by_followers(daemon, log_dir)
+        assert files >= 1 and connections >= 11  # the measure sees the followers
+        for conn in [stalled, *gone]:
+            conn.close()
+        client.close()  # its keep-alive connection too: then no connection to the port is left
+        daemon.wait_for(lambda: _nothing_left(_held_by_followers(daemon, log_dir), inotify_before),
+                        "no log file, inotify instance or connection left by the followers", timeout=20)
+    with kubelet(daemon) as client:
+        assert client.get(logs, params={"tailLines": "1"}).text == "tick\n"

@@ -15,10 +15,11 @@ from typing import Any
 
 import trio
 
-from tests.support.apiserver import authz, cluster, errors, patch, request_info, resources, reviews, schema, selectors, tokens, values
+from tests.support.apiserver import authz, cluster, discovery, errors, patch, request_info, resources, reviews, schema, selectors, tokens, values
 from tests.support.apiserver.faults import Faults, RequestRecord, unix_now
 from tests.support.apiserver.graph import NodeGraph
 from tests.support.apiserver.httpserver import Request, Response
+from tests.support.apiserver.kubelet_proxy import KubeletProxy
 from tests.support.apiserver.pki import CertificateAuthority, Identity
 from tests.support.apiserver.resources import Strategy
 from tests.support.apiserver.store import Expired, ResourceType, Store
@@ -69,6 +70,7 @@ class KubeApi:
         self.grants: list[reviews.Grant] = []  # answer SubjectAccessReviews (reviews.py)
         self.graph = NodeGraph(store)
         self.issuer = tokens.TokenIssuer()
+        self.kubelets: KubeletProxy | None = None  # set by the server process (it holds the CA key)
         for name in resources.INITIAL_NAMESPACES:
             self._create_system_object("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
         self._create_system_object("services", cluster.kubernetes_service(api_port))
@@ -148,6 +150,21 @@ class KubeApi:
         review = reviews.review_type(ri.group, ri.resource)
         if review is not None:
             return self.review(request, identity, ri, review)
+        if self.kubelets is None and ri.subresource in ("proxy", *request_info.KUBELET_SUBRESOURCES):
+            raise errors.ApiError(503, "this API server does not proxy to kubelets", reason="ServiceUnavailable")
+        if ri.resource == "nodes" and ri.subresource == "proxy":
+            assert self.kubelets is not None
+            authz.authorize(identity, ri, [], None, self.graph)
+            return self.kubelets.node_proxy(request, ri.name, request.path.split("/proxy/", 1)[1])
+        if ri.resource == "pods" and ri.subresource in request_info.KUBELET_SUBRESOURCES:
+            pod = self.store.get("pods", ri.namespace, ri.name)
+            authz.authorize(identity, ri, [], pod, self.graph)
+            if pod is None:
+                raise errors.not_found("pods", "", ri.name)
+            assert self.kubelets is not None
+            if ri.subresource == "log":
+                return self.kubelets.pod_log(request, pod)
+            return self.kubelets.pod_stream(request, pod, ri.subresource)
         strategy = resources.strategy_for(ri.group, ri.resource)
         assert strategy is not None
         if ri.subresource and ri.subresource not in strategy.subresources:
@@ -183,6 +200,13 @@ class KubeApi:
         if request.path == "/api":
             return json_response(200, {"kind": "APIVersions", "versions": ["v1"],
                                        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})
+        if request.path == "/apis":
+            return json_response(200, discovery.groups())
+        parts = [p for p in request.path.split("/") if p]
+        if parts in (["api", "v1"], ["apis", *parts[1:2], "v1"]) and len(parts) <= 3:
+            listed = discovery.resource_list(parts[1] if parts[0] == "apis" else "")
+            if listed is not None:
+                return json_response(200, listed)
         raise errors.ApiError(404, "the server could not find the requested resource", reason="NotFound",
                               details={"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
 

@@ -55,6 +55,7 @@ class Request:
     headers: dict[str, str]
     body: bytes
     connection: Connection
+    raw_headers: list[tuple[str, str]] = field(default_factory=list)  # in order, repeats kept
 
     def param(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name)
@@ -68,6 +69,9 @@ class Response:
     headers: list[tuple[str, str]] = field(default_factory=list)
     stream: AsyncIterator[bytes] | None = None  # sent chunked when set
     reset: bool = False  # abort the connection instead of answering
+    # Take the connection over instead of answering: called with the client's stream and the
+    # bytes it already sent past the request (a proxied upgrade); the connection ends after.
+    takeover: Callable[[trio.abc.Stream, bytes], Awaitable[None]] | None = None
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -164,10 +168,14 @@ class HttpServer:
                 headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers},
                 body=bytes(body),
                 connection=conn,
+                raw_headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers],
             )
             response = await self.handler(request)
             if response.reset:
                 conn.abort()
+                return
+            if response.takeover is not None:
+                await response.takeover(stream, h.trailing_data[0])
                 return
             await self._send(h, stream, response)
             if h.our_state is h11.MUST_CLOSE or h.their_state is h11.MUST_CLOSE:

@@ -37,6 +37,11 @@ def parse_request_info(request: Request) -> authz.RequestInfo | None:
         if namespace or len(rest) > 1:
             raise errors.ApiError(404, "the server could not find the requested resource", reason="NotFound")
         return authz.RequestInfo(_verb(request, ""), group, version, resource, "", "", "")
+    if group == "" and resource == "nodes" and len(rest) > 3 and rest[2] == "proxy":  # nodes/{n}/proxy/{path}
+        return authz.RequestInfo(_proxy_verb(request), "", "v1", "nodes", "proxy", "", name)
+    if group == "" and resource == "pods" and subresource in KUBELET_SUBRESOURCES and len(rest) == 3:
+        verb = "get" if subresource == "log" else _proxy_verb(request)
+        return authz.RequestInfo(verb, "", "v1", "pods", subresource, namespace, name)
     if len(rest) > 3 or resources.strategy_for(group, resource) is None or (group and version != "v1"):
         raise errors.ApiError(404, "the server could not find the requested resource", reason="NotFound")
     strategy = resources.STRATEGIES[(group, resource)]
@@ -45,6 +50,17 @@ def parse_request_info(request: Request) -> authz.RequestInfo | None:
     if not strategy.type.namespaced and namespace:
         raise errors.ApiError(404, "the server could not find the requested resource", reason="NotFound")
     return authz.RequestInfo(_verb(request, name), group, version, resource, subresource, namespace, name)
+
+
+# Pod subresources served by the node's kubelet (kubelet_proxy.py).
+KUBELET_SUBRESOURCES = frozenset({"log", "exec", "attach", "portforward"})
+
+
+def _proxy_verb(request: Request) -> str:
+    """kube-apiserver's verbs for connect subresources: the HTTP method, lower-cased, as
+    RBAC rules name them (GET -> get, POST -> create)."""
+    return {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+        request.method, request.method.lower())
 
 
 def _verb(request: Request, name: str) -> str:

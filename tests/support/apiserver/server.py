@@ -22,7 +22,8 @@ from tests.support.apiserver.api import KubeApi, Settings
 from tests.support.apiserver.control import Control
 from tests.support.apiserver.faults import Faults
 from tests.support.apiserver.httpserver import HttpServer
-from tests.support.apiserver.pki import CertificateAuthority, Identity, write_kubeconfig
+from tests.support.apiserver.kubelet_proxy import KUBELET_CLIENT_USER, KubeletProxy
+from tests.support.apiserver.pki import MASTERS_GROUP, CertificateAuthority, Identity, write_kubeconfig
 from tests.support.apiserver.store import Store
 
 # OpenSSL's X509_V_FLAG_NO_CHECK_TIME: an expired client certificate completes the handshake
@@ -33,6 +34,7 @@ _NO_CHECK_TIME = 0x200000
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
 FOREIGN_CA_CERT = "foreign-ca.crt"
 SERVER_CERT, SERVER_KEY = "server.crt", "server.key"
+KUBELET_CLIENT_CERT, KUBELET_CLIENT_KEY = "kubelet-client.crt", "kubelet-client.key"
 
 
 def server_ssl_context(tls_dir: Path) -> ssl.SSLContext:
@@ -92,6 +94,17 @@ def _write_standalone_kubeconfigs(args: argparse.Namespace, ca: CertificateAutho
         print(f"{who.user}: {path}", file=sys.stderr)
 
 
+def _kubelet_client_files(tls_dir: Path, ca: CertificateAuthority) -> tuple[str, str]:
+    """The API server's client certificate toward kubelets (kubeadm's
+    apiserver-kubelet-client; system:masters, so the kubelet's SubjectAccessReviews allow it)."""
+    cert_path, key_path = tls_dir / KUBELET_CLIENT_CERT, tls_dir / KUBELET_CLIENT_KEY
+    if not cert_path.exists():
+        cert, key = ca.issue(KUBELET_CLIENT_USER, (MASTERS_GROUP,))
+        key_path.write_bytes(key)
+        cert_path.write_bytes(cert)
+    return str(cert_path), str(key_path)
+
+
 async def _exit_on_stdin_eof(cancel: trio.CancelScope) -> None:
     stream = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
     try:
@@ -114,6 +127,7 @@ async def serve(args: argparse.Namespace) -> None:
     control_listener = (await trio.open_tcp_listeners(args.control_port, host="127.0.0.1"))[0]
     api_port = api_listener.socket.getsockname()[1]
     api = KubeApi(store, Faults(), ca, settings, api_port=api_port)  # the kubernetes Service targets it
+    api.kubelets = KubeletProxy(store, *_kubelet_client_files(tls_dir, ca))
     control = Control(api)
     api_http = HttpServer(api.handle, server_ssl_context(tls_dir))
     control.api_http = api_http
