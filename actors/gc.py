@@ -23,6 +23,7 @@ import trio
 from cri_api.v1 import api_pb2
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from pykubelet.actors.container_manager import ContainerManager
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.actors.volumes.manager import VolumeManager
 from pykubelet.pods.gc import (
@@ -40,6 +41,7 @@ from pykubelet.pods.gc import (
     sandboxes_to_remove,
 )
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, POD_UID_LABEL, is_managed
+from pykubelet.ports.cgroups import CgroupError
 from pykubelet.ports.cri import CriCallError, CriClient, CriError, CriNotFound
 from pykubelet.supervisor import ActorContext
 
@@ -128,17 +130,22 @@ def gc_actor(
     metrics: GcMetrics,
     pod_logs_dir: str,
     volumes: VolumeManager | None = None,
+    containers: ContainerManager | None = None,
     wall_clock: Callable[[], float] = time.time,
     fs_usage: Callable[[str], ImageFsUsage] = statvfs_usage,
+    on_start: Callable[[GarbageCollector], None] | None = None,
 ):
-    """`wall_clock` dates the CRI's timestamps (Unix time); the periods run on trio's clock.
-    `volumes`: whose pod directories to clean up (None: none)."""
+    """`on_start` is given each incarnation's collector (the eviction manager's node-level
+    reclaim runs its rounds). `wall_clock` dates the CRI's timestamps (Unix time); the periods run on trio's clock.
+    `volumes`, `containers`: whose pod directories and pod cgroups to clean up (None: none)."""
 
     async def run(ctx: ActorContext) -> None:
         collector = GarbageCollector(
             settings, runtime=runtime, desired=desired, metrics=metrics, pod_logs_dir=pod_logs_dir,
-            volumes=volumes, wall_clock=wall_clock, fs_usage=fs_usage,
+            volumes=volumes, containers=containers, wall_clock=wall_clock, fs_usage=fs_usage,
         )
+        if on_start is not None:
+            on_start(collector)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_every, runtime, settings.container_period, "container", collector.collect_containers)
             if settings.image_high < 100:
@@ -178,11 +185,13 @@ class GarbageCollector:
         metrics: GcMetrics,
         pod_logs_dir: str,
         volumes: VolumeManager | None = None,
+        containers: ContainerManager | None = None,
         wall_clock: Callable[[], float] = time.time,
         fs_usage: Callable[[str], ImageFsUsage] = statvfs_usage,
     ) -> None:
         self.settings = settings
         self.volumes = volumes
+        self.containers = containers
         self.runtime = runtime
         self.desired = desired
         self.metrics = metrics
@@ -234,6 +243,8 @@ class GarbageCollector:
             for uid in pod_dirs_to_remove(self.volumes.pods_on_disk(), desired_pod_uids=self.desired(), live_pod_uids=live):
                 log.info("removing the volumes and files of a pod that is gone", extra={"pod_uid": uid})
                 await self.volumes.tear_down(uid)
+        if self.containers is not None:
+            await self._remove_pod_cgroups(live)
         self.metrics.duration.labels("containers").observe(time.perf_counter() - clock)
         dead = sum(1 for c in containers if c.managed and c.state == "exited")
         level = logging.INFO if removed_containers or removed_sandboxes or removed_dirs else logging.DEBUG
@@ -242,6 +253,18 @@ class GarbageCollector:
             "container gc: removed %d containers, %d sandboxes, %d pod log dirs; %d dead containers kept",
             removed_containers, removed_sandboxes, removed_dirs, dead,
         )
+
+    async def _remove_pod_cgroups(self, live: set[str]) -> None:
+        """The cgroups of pods gone while nothing was left to remove them (Go:
+        cleanupOrphanedPodCgroups); one that cannot be removed now is tried again next time."""
+        assert self.containers is not None
+        cgroups = await self.containers.pod_cgroups()
+        for uid in pod_dirs_to_remove(cgroups, desired_pod_uids=self.desired(), live_pod_uids=live):
+            log.info("removing the cgroup of a pod that is gone", extra={"pod_uid": uid, "cgroup": cgroups[uid]})
+            try:
+                await self.containers.destroy_pod(uid)
+            except CgroupError as exc:
+                log.warning("pod cgroup not removed: %s", exc, extra={"pod_uid": uid})
 
     async def _with_finish_time(self, cri: CriClient, container: GcContainer) -> GcContainer:
         if not container.managed or container.state != "exited":
@@ -315,7 +338,10 @@ class GarbageCollector:
 
     # -- images --------------------------------------------------------------------------
 
-    async def collect_images(self) -> None:
+    async def collect_images(self, *, every_unused: bool = False) -> None:
+        """Image GC above the high threshold down to the low one; `every_unused`: every image
+        not in use and past the minimum age, whatever the usage (Go: DeleteUnusedImages, the
+        eviction manager's reclaim under disk pressure)."""
         settings, cri = self.settings, self.runtime.client
         clock = time.perf_counter()
         images = [
@@ -328,7 +354,8 @@ class GarbageCollector:
         fs = await self._image_fs(cri)
         plan = images_to_remove(
             images, fs, in_use, self.image_records, now,
-            high=settings.image_high, low=settings.image_low, min_age=settings.image_min_age,
+            high=0 if every_unused else settings.image_high, low=0 if every_unused else settings.image_low,
+            min_age=settings.image_min_age,
         )
         freed = removed = 0
         for image in plan.candidates:

@@ -22,12 +22,17 @@ import trio
 
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.pods.eviction_thresholds import parse_thresholds
 from pykubelet.pods.node import (
+    DISK_PRESSURE,
+    MEMORY_PRESSURE,
+    PID_PRESSURE,
     NodeFacts,
     initial_node,
     kubelet_version,
     merge_status,
     needs_report,
+    node_capacity,
     node_conditions,
     node_labels,
     owned_status,
@@ -35,6 +40,7 @@ from pykubelet.pods.node import (
     status_changed,
     status_patch,
 )
+from pykubelet.pods.node_allocatable import allocatable
 from pykubelet.ports.apiserver.client import PatchType
 from pykubelet.ports.apiserver.errors import AlreadyExists, ApiError, NotFound
 from pykubelet.ports.cri import CriError
@@ -82,6 +88,11 @@ class NodeStatusSettings:
     report_frequency: float = 300.0
     root_dir: str = "/var/lib/pykubelet"  # its filesystem is the node's ephemeral-storage
     kubelet_version: str = field(default_factory=lambda: kubelet_version(_package_version()))
+    # Node allocatable: capacity less these (pods/node_allocatable.py), and the hard memory
+    # and nodefs thresholds of evictionHard.
+    kube_reserved: dict[str, str] = field(default_factory=dict)
+    system_reserved: dict[str, str] = field(default_factory=dict)
+    eviction_hard: dict[str, str] = field(default_factory=dict)
     register_backoff_initial: float = 0.1  # Go: registerWithAPIServer, 100ms doubling to 7s
     register_backoff_max: float = 7.0
 
@@ -192,14 +203,17 @@ def node_status_actor(
     registered: RegisteredNode | None = None,
     facts: Callable[[], NodeFacts] | None = None,
     wall_clock: Callable[[], float] = time.time,
+    pressure: Callable[[], frozenset[str]] = frozenset,
 ):
     """`wall_clock` dates the conditions (Unix seconds); the periods run on trio's clock.
-    `facts` reads the machine once per incarnation (default: read_node_facts)."""
+    `facts` reads the machine once per incarnation (default: read_node_facts). `pressure`:
+    the eviction manager's conditions now (MemoryPressure, DiskPressure, PIDPressure)."""
     registered = registered if registered is not None else RegisteredNode()
     read_facts = facts or (lambda: read_node_facts(settings.root_dir))
 
     async def run(ctx: ActorContext) -> None:
         node = _NodeStatus(settings, client, health, runtime, node_name, registered, read_facts(), wall_clock)
+        node.pressure = pressure
         while True:
             if settings.register_node and not node.registered:
                 await node.register()
@@ -224,6 +238,7 @@ class _NodeStatus:
         self.registered = False
         self.last_report_at: float | None = None  # trio clock
         self.problem = _ProblemLog()
+        self.pressure: Callable[[], frozenset[str]] = frozenset
 
     # -- what the status says ----------------------------------------------------------
 
@@ -234,7 +249,13 @@ class _NodeStatus:
             kubelet_port=self.settings.kubelet_port, kubelet_version=self.settings.kubelet_version,
             runtime_name=version.runtime_name if version else None,
             runtime_version=version.runtime_version if version else None,
+            allocatable=self.allocatable(),
         )  # fmt: skip
+
+    def allocatable(self) -> dict[str, int]:
+        s = self.settings
+        hard = parse_thresholds(s.eviction_hard, {}, {}, {})  # validated with the configuration
+        return allocatable(node_capacity(self.facts, s.max_pods), s.kube_reserved, s.system_reserved, hard)
 
     async def conditions(self, previous: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         checks = {check.name: check for check in self.health.checks()}
@@ -247,9 +268,12 @@ class _NodeStatus:
         pleg_ok = pleg is None or pleg.ok
         pleg_detail = pleg.detail.removeprefix(_PLEG_PREFIX) if pleg is not None else ""
         network_ok, network_detail = await self.network() if runtime_ok else (True, "")
+        pressure = self.pressure()
         return node_conditions(
             previous, now=self.wall_clock(), runtime_ok=runtime_ok, runtime_detail=runtime_detail,
             network_ok=network_ok, network_detail=network_detail, pleg_ok=pleg_ok, pleg_detail=pleg_detail,
+            memory_pressure=MEMORY_PRESSURE in pressure, disk_pressure=DISK_PRESSURE in pressure,
+            pid_pressure=PID_PRESSURE in pressure,
         )  # fmt: skip
 
     async def network(self) -> tuple[bool, str]:

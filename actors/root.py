@@ -27,13 +27,16 @@ import trio
 import trio_asyncio
 from prometheus_client import CollectorRegistry
 
+from pykubelet.actors.container_manager import ContainerManager, ContainerManagerSettings
 from pykubelet.actors.event_sink import EventSinkMetrics, event_sink_actor
 from pykubelet.actors.events import EventRecorder
-from pykubelet.actors.gc import GcMetrics, GcSettings, gc_actor
+from pykubelet.actors.eviction_manager import EvictionSettings, eviction_manager_actor
+from pykubelet.actors.gc import GarbageCollector, GcMetrics, GcSettings, gc_actor
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.log_rotation import LogRotationMetrics, LogRotationSettings, log_rotation_actor
 from pykubelet.actors.mirror_pods import mirror_pods_actor
 from pykubelet.actors.node_lease import NodeLeaseSettings, node_lease_actor
+from pykubelet.actors.node_pressure import NodePressure
 from pykubelet.actors.node_status import NodeStatusSettings, RegisteredNode, node_status_actor
 from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, pleg_actor
 from pykubelet.actors.pod_config import pod_config_actor
@@ -52,10 +55,12 @@ from pykubelet.actors.sources.api import api_source_actor
 from pykubelet.actors.sources.http import http_source_actor
 from pykubelet.actors.status_manager import status_manager_actor
 from pykubelet.actors.volumes import ObjectCache, TokenManager, VolumeManager, object_watches_actor
+from pykubelet.messages.pod import Pod
 from pykubelet.messages.pod_status_reports import StatusManagerMessage
 from pykubelet.actors.sync_loop import DesiredPods, SyncLoopSettings, sync_loop_actor
 from pykubelet.messages.pod_updates import ObjectsChanged, SourcePods, SyncLoopMessage
 from pykubelet.pods.backoff import CrashLoopBackOff
+from pykubelet.pods.eviction_thresholds import NodeReclaim
 from pykubelet.ports.apiserver import ApiClient, Credentials, RestClientMetrics
 from pykubelet.supervisor import (
     ChildSpec,
@@ -102,6 +107,10 @@ class DaemonSettings:
     pleg: PlegSettings = PlegSettings()
     cluster: ClusterSettings | None = None  # None: standalone mode
     kubelet_api: KubeletApiSettings | None = None  # None: no kubelet API port (enableServer false)
+    # The cgroups the daemon keeps (made before the tree starts, cli/resources.py); None: none.
+    containers: ContainerManagerSettings | None = None
+    parallel_image_pulls: int | None = None  # 1: serializeImagePulls; None: unbounded
+    eviction: EvictionSettings | None = None  # None: no eviction manager (tests)
     configz: dict = field(default_factory=dict)  # the effective KubeletConfiguration, for /configz
 
     @property
@@ -119,7 +128,8 @@ class Daemon:
     """Holds what the actors share (health board, metrics, runtime handle, pod statuses)
     and the root supervisor."""
 
-    def __init__(self, settings: DaemonSettings) -> None:
+    def __init__(self, settings: DaemonSettings, *, containers: ContainerManager | None = None) -> None:
+        """`containers`: the node's cgroups, set up (None: pods get no cgroups, no resources)."""
         self.settings = settings
         self.health = HealthBoard()
         self.metrics = CollectorRegistry()
@@ -171,7 +181,14 @@ class Daemon:
             resync_period=settings.sync.sync_frequency,
             volumes=self.volumes,
             objects=self.objects,
+            containers=containers,
+            image_pulls=trio.CapacityLimiter(settings.parallel_image_pulls) if settings.parallel_image_pulls else None,
         )
+        self.containers = containers
+        self.pressure = NodePressure()
+        self.gc: GarbageCollector | None = None  # the gc actor's current collector (node-level reclaim)
+        if containers is not None:
+            containers.pods = lambda: self.statuses.pod_list().items
         self.root = Supervisor("root", self._children(deps), strategy="rest_for_one")
         self.metrics.register(ActorTreeCollector(self.root.snapshot, fold=["root/pod-workers", "root/probes"]))
 
@@ -199,7 +216,7 @@ class Daemon:
                     settings.sync, tree=lambda: self.root,
                     worker_actor=lambda uid, pod: pod_worker_actor(uid, pod, deps),
                     statuses=self.statuses, runtime_pods=self.runtime_pods, published=self.desired,
-                    events=self.events, health=self.health,
+                    events=self.events, health=self.health, pressure=lambda: self.pressure.conditions,
                 ),
                 mailbox=MailboxSpec(capacity=1024, durable=True, accepts=SyncLoopMessage.__args__),
             ),
@@ -214,6 +231,7 @@ class Daemon:
                 gc_actor(
                     settings.gc, runtime=self.runtime, desired=self.desired.current,
                     metrics=GcMetrics(self.metrics), pod_logs_dir=self.node.pod_logs_dir, volumes=self.volumes,
+                    containers=self.containers, on_start=self._gc_started,
                 ),
             ),
             ChildSpec(
@@ -261,7 +279,41 @@ class Daemon:
                     pod_logs_dir=self.node.pod_logs_dir,
                 ),
             ),
+            # Last: it only observes, and tells the sync loop whom to evict through its mailbox.
+            *self._eviction_children(),
         ]
+
+    def _eviction_children(self) -> list[ChildSpec]:
+        settings = self.settings.eviction
+        if settings is None:
+            return []
+        containers = self.containers
+        return [ChildSpec("eviction-manager", eviction_manager_actor(
+            settings, pressure=self.pressure, runtime=self.runtime, active_pods=self._active_pods,
+            pod_cgroup=lambda pod: containers.pod_cgroup(pod) or None if containers is not None else None,
+            cgroups=containers.cgroups if containers is not None else None,
+            reclaim=self._reclaim, metrics=self.metrics,
+        ))]
+
+    def _active_pods(self) -> list[Pod]:
+        """The pods eviction may pick from: wanted by a source and not finished (Go: the pod
+        manager's active pods)."""
+        desired = self.desired.uids
+        return [p for p in self.statuses.pod_list().items
+                if p.metadata.uid in desired and p.status.phase not in ("Succeeded", "Failed")]
+
+    def _gc_started(self, collector: GarbageCollector) -> None:
+        self.gc = collector
+
+    async def _reclaim(self, action: NodeReclaim) -> None:
+        """Node-level reclaim under disk pressure (Go: containerGC.DeleteAllUnusedContainers,
+        imageGC.DeleteUnusedImages), through the garbage collector's own rounds."""
+        if self.gc is None:
+            return
+        if action == NodeReclaim.DELETE_ALL_UNUSED_CONTAINERS:
+            await self.gc.collect_containers()
+        elif action == NodeReclaim.DELETE_UNUSED_IMAGES:
+            await self.gc.collect_images(every_unused=True)
 
     def _cluster_children(self) -> list[ChildSpec]:
         """Node status, node lease, the event sink, the status manager and mirror pods:
@@ -276,6 +328,7 @@ class Daemon:
                 node_status_actor(
                     cluster.node_status, client=self.api, health=self.health, runtime=self.runtime,
                     node_name=self.node.name, registered=self.registered_node,
+                    pressure=lambda: self.pressure.conditions,
                 ),
             ),
             ChildSpec(

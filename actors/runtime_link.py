@@ -81,6 +81,10 @@ class RuntimeHandle:
         """For container IDs as the API shows them: "<runtime_name>://<id>"."""
         return self.version.runtime_name if self.version else "unknown"
 
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
     async def wait_connected(self) -> None:
         """Until the runtime link has a connection (at once if it has one now)."""
         await self._connected.wait()

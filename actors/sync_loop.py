@@ -21,6 +21,8 @@ from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.messages.pod import Pod, PodStatus
 from pykubelet.messages.pod_updates import (
+    EvictedPod,
+    EvictPod,
     HousekeepingTick,
     ManifestProblems,
     ObjectsChanged,
@@ -33,13 +35,17 @@ from pykubelet.messages.pod_updates import (
     TerminatePod,
 )
 from pykubelet.pods.admission import UNSUPPORTED_POD_SPEC, admit
+from pykubelet.pods.eviction import admit_under_pressure
+from pykubelet.pods.resources import qos_class
 from pykubelet.pods.unsupported import unsupported_fields, why_ignored
 from pykubelet.supervisor import ActorContext, ChildSpec, MailboxFull, MailboxSpec, Supervisor
 
 log = logging.getLogger("pykubelet.syncloop")
 
 WorkerFactory = Callable[[str, Pod | None], Callable[[ActorContext], Awaitable[None]]]
-WORKER_MAILBOX = MailboxSpec(capacity=16, durable=True, accepts=(SyncPod, TerminatePod))
+WORKER_MAILBOX = MailboxSpec(capacity=16, durable=True, accepts=(SyncPod, TerminatePod, EvictedPod))
+PressureConditions = Callable[[], "frozenset[str]"]
+"""The node's pressure conditions now (MemoryPressure, DiskPressure, PIDPressure)."""
 
 
 class DesiredPods:
@@ -85,13 +91,17 @@ def sync_loop_actor(
     published: DesiredPods | None = None,
     events: EventRecorder | None = None,
     health: HealthBoard | None = None,
+    pressure: PressureConditions | None = None,
 ):
-    """`worker_actor(uid, pod)` makes the actor function of a pod worker (see
+    """`pressure` gives the conditions the eviction manager observes (admission refuses
+    pods under them). `worker_actor(uid, pod)` makes the actor function of a pod worker (see
     pod_workers.pod_worker_actor; pod is None for an orphan to terminate)."""
 
     async def run(ctx: ActorContext) -> None:
         loop = SyncLoop(settings, ctx, tree().find_supervisor(settings.workers), worker_actor, statuses, runtime_pods)
         loop.events = events
+        if pressure is not None:
+            loop.pressure = pressure
         view = published if published is not None else DesiredPods()
         view.uids, view.sources_ready = frozenset(), False  # a new incarnation starts empty
         assert ctx.mailbox is not None
@@ -158,6 +168,7 @@ class SyncLoop:
         self.terminating: set[str] = set()  # asked to terminate, worker not yet gone
         self.events: EventRecorder | None = None
         self.sources_ready = False
+        self.pressure: PressureConditions = frozenset
 
     async def handle(self, message: SyncLoopMessage) -> None:
         if isinstance(message, PodUpdate):
@@ -180,6 +191,8 @@ class SyncLoop:
                 log.info("all sources seen (%s): pods no source wants will be terminated", ", ".join(message.sources))
             self.sources_ready = True
             await self._housekeeping()
+        elif isinstance(message, EvictPod):
+            await self._evict(message)
         elif isinstance(message, ManifestProblems):
             log.debug("%d manifest problems", len(message.problems))
 
@@ -230,11 +243,14 @@ class SyncLoop:
             running_pods=[p for p in self.desired.values() if p.status.phase not in ("Succeeded", "Failed")],
         )
         if ok:
+            ok, reason, message = admit_under_pressure(pod, self.pressure())
+        if ok:
             self._warn_unsupported(pod)
             return True
         log.warning("pod rejected: %s", message, extra={"pod": pod.full_name, "reason": reason})
         self.rejected.add(pod.metadata.uid)
-        self.statuses.set(pod, PodStatus(phase="Failed", reason=reason, message=message))
+        # qosClass too: the API server refuses a status that drops it (Go's rejectPod sets it).
+        self.statuses.set(pod, PodStatus(phase="Failed", reason=reason, message=message, qos_class=qos_class(pod)))
         if self.events is not None:
             self.events.record(pod_reference(pod), "Warning", reason, message)
         return False
@@ -298,6 +314,14 @@ class SyncLoop:
             mailbox.send_nowait(SyncPod(pod))
         except MailboxFull:
             pass  # a full mailbox already holds syncs; the worker takes the newest spec
+
+    async def _evict(self, eviction: EvictPod) -> None:
+        """The eviction manager's verdict goes to the pod's worker, which stops the pod for
+        good and reports it Failed; the pod stays known until its source deletes it."""
+        uid = eviction.pod_uid
+        if uid not in self.desired or uid in self.terminating or not self.workers.has_child(uid):
+            return
+        await self.ctx.registry.lookup(f"{self.workers.path}/{uid}").send(EvictedPod(eviction))
 
     async def _terminate(
         self, uid: str, *, reason: str, grace_period_seconds: int | None = None

@@ -131,17 +131,15 @@ def loop_pod(name: str) -> dict:
 class BenchDaemon(DaemonProcess):
     """`pykubelet run` on a private containerd, standalone, with its own root dir, manifest
     dir and pod logs dir under one temp dir (removed by close()); JSON logs, so that the
-    benchmarks can read event times from them."""
+    benchmarks can read event times from them. config_lines ("key: value") are appended to
+    its KubeletConfiguration file."""
 
-    def __init__(self, containerd: PrivateContainerd, *extra: str) -> None:
+    def __init__(self, containerd: PrivateContainerd, *extra: str, config_lines: tuple[str, ...] = ()) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="pykubelet-bench-", dir="/tmp"))
         self.manifests = self.base / "manifests"
         self.manifests.mkdir()
-        config = self.base / "kubelet.yaml"
-        config.write_text(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-            f"podLogsDir: {self.base / 'pod-logs'}\n"
-        )
+        config = self.config_path = self.base / "kubelet.yaml"
+        self.write_config(config_lines)
         super().__init__(
             self.base / "root",
             f"--config={config}",
@@ -165,6 +163,27 @@ class BenchDaemon(DaemonProcess):
         self.client = AdminClient(self.admin_socket)
         self.wait_for(self._healthz_ok, "healthz ok (runtime connected)")
         return self
+
+    def write_config(self, config_lines: tuple[str, ...] = ()) -> None:
+        """The KubeletConfiguration file: podLogsDir under the temp dir, then config_lines."""
+        self.config_path.write_text(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+            f"podLogsDir: {self.base / 'pod-logs'}\n" + "".join(f"{line}\n" for line in config_lines)
+        )
+
+    def restart(self, config_lines: tuple[str, ...] | None = None) -> BenchDaemon:
+        """SIGTERM (the pods' containers and mounts stay, as with the Go kubelet), the
+        configuration file rewritten when config_lines are given, and the daemon started
+        again on the same root dir, manifests and runtime: it takes its running pods back."""
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self.process is not None and self.process.poll() is None:
+            self.terminate(timeout=20)
+        self._log.close()
+        if config_lines is not None:
+            self.write_config(config_lines)
+        return self.start()
 
     def _healthz_ok(self) -> bool:
         try:
@@ -198,8 +217,10 @@ class BenchDaemon(DaemonProcess):
 
 
 @contextlib.contextmanager
-def running_daemon(containerd: PrivateContainerd, *extra: str, keep_log: Path | None = None) -> Iterator[BenchDaemon]:
-    daemon = BenchDaemon(containerd, *extra)
+def running_daemon(
+    containerd: PrivateContainerd, *extra: str, keep_log: Path | None = None, config_lines: tuple[str, ...] = ()
+) -> Iterator[BenchDaemon]:
+    daemon = BenchDaemon(containerd, *extra, config_lines=config_lines)
     try:
         yield daemon.start()
     finally:

@@ -3,6 +3,7 @@ same daemon idle (0 pods) over a window of the same length, in the same run.
 
     python bench/density.py [--pods 110] [--seconds 60] [--max-pods 110] [--settle 10]
     python bench/density.py --pods 20 --seconds 10          # a quick run
+    python bench/density.py --config-line "enableServer: false"   # without the kubelet API port
 
 Needs root, containerd, runc, busybox-static and gcc (as the integration tests); starts its
 own private containerd and daemon under /tmp and ends both, whatever happens.
@@ -20,6 +21,10 @@ window (Prometheus histogram_quantile interpolation inside Go's default buckets,
 finer than a bucket: 5, 10, 25, 50, 100 ms ...), with its exact mean from _sum/_count.
 Nothing but /proc is read during a window; /metrics is scraped just before and after it.
 Targets from the issue: RSS <= 100 MB, CPU <= 3 % with the pods steady.
+
+--config-line "key: value" (repeatable) appends that line to the KubeletConfiguration file
+the daemon is started with (e.g. "enableServer: false" to measure the daemon without its
+kubelet API port); the lines are printed at the start of the run.
 """
 
 from __future__ import annotations
@@ -160,14 +165,18 @@ def main() -> None:
     parser.add_argument("--max-pods", type=int, default=110)
     parser.add_argument("--settle", type=float, default=10.0, help="seconds before each window (default 10)")
     parser.add_argument("--keep-log", type=Path, help="copy the daemon's log here at the end")
+    parser.add_argument("--config-line", action="append", default=[], metavar="'KEY: VALUE'",
+                        help="append this line to the daemon's KubeletConfiguration (repeatable)")
     args = parser.parse_args()
     if args.pods > args.max_pods:
         parser.error(f"--pods {args.pods} is more than --max-pods {args.max_pods}: the rest would be refused")
     with private_containerd() as containerd, running_daemon(
-        containerd, f"--max-pods={args.max_pods}", keep_log=args.keep_log
+        containerd, f"--max-pods={args.max_pods}", keep_log=args.keep_log, config_lines=tuple(args.config_line)
     ) as daemon:
         print(f"density: private containerd, daemon pid {daemon.pid}, --max-pods={args.max_pods}, "
               f"windows of {args.seconds:g} s after {args.settle:g} s settling", flush=True)
+        if args.config_line:
+            print(f"  KubeletConfiguration lines added: {', '.join(args.config_line)}", flush=True)
         time.sleep(args.settle)
         print("idle window ...", flush=True)
         idle = watch(daemon, args.seconds)

@@ -246,6 +246,14 @@ _FLAGS = (
           "period between fetches of --manifest-url (default 20s)"),
     _Flag("node-status-update-frequency", "config.nodeStatusUpdateFrequency", _parse_duration,
           "DURATION", "period between node status computations (default 10s)"),
+    _Flag("cgroups-per-qos", "config.cgroupsPerQOS", _parse_bool, "BOOL",
+          "a cgroup per QoS class and per pod under kubepods (default true)", boolean=True),
+    _Flag("cgroup-driver", "config.cgroupDriver", _parse_string, "DRIVER",
+          "cgroupfs (the systemd driver is not supported) (default cgroupfs)"),
+    _Flag("cgroup-root", "config.cgroupRoot", _parse_string, "PATH",
+          "cgroup under which kubepods is made (default /)"),
+    _Flag("fail-cgroupv1", "config.failCgroupV1", _parse_bool, "BOOL",
+          "refuse to start on a cgroup v1 host (default true, as the Go kubelet since 1.35)", boolean=True),
     _Flag("max-pods", "config.maxPods", _parse_int32, "N",
           "maximum number of pods on this node (default 110)"),
     _Flag("logging-format", "config.logging.format", _parse_string, "FORMAT",
@@ -540,6 +548,7 @@ def build_configuration(argv: Sequence[str]) -> LoadedConfiguration:
         warnings.append(f'runtime endpoint "{endpoint}" is deprecated: use "unix://{endpoint}"')
         config = msgspec.structs.replace(config, container_runtime_endpoint=f"unix://{endpoint}")
 
+    warnings.extend(_logging_not_applied(config))
     problems = [*validate_kubelet_configuration(config), *validate_auth(config, flags.kubeconfig is not None)]
     if problems:
         raise ConfigurationError("\n".join(
@@ -548,6 +557,19 @@ def build_configuration(argv: Sequence[str]) -> LoadedConfiguration:
         ))  # fmt: skip
     explicit = (file_fields - {"apiVersion", "kind"}) | frozenset(by_field)
     return LoadedConfiguration(flags, config, tuple(warnings), explicit)
+
+
+def _logging_not_applied(config: KubeletConfiguration) -> list[str]:
+    """The logging settings pykubelet takes but does not apply, named at start."""
+    logging, blank = config.logging, LoggingConfiguration()
+    warnings = []
+    if logging.flush_frequency != blank.flush_frequency:
+        warnings.append("logging.flushFrequency is not used: pykubelet writes each log line at once")
+    if logging.vmodule:
+        warnings.append("logging.vmodule is not applied: the verbosity (-v) is the same for every file")
+    if logging.options:
+        warnings.append("logging.options is not applied: the text and json formats take no options")
+    return warnings
 
 
 def _flag_shown(name: str, raw: Any) -> str:

@@ -16,6 +16,7 @@ from typing import Sequence
 import msgspec
 import trio
 
+from pykubelet.actors.container_manager import ContainerManager
 from pykubelet.actors.gc import GcSettings
 from pykubelet.actors.log_rotation import LogRotationSettings
 from pykubelet.actors.pod_workers import NodeSettings
@@ -27,8 +28,9 @@ from pykubelet.actors.server import KubeletApiSettings
 from pykubelet.actors.server.auth import AuthConfigurationError, load_client_ca
 from pykubelet.actors.node_status import read_node_facts
 from pykubelet.actors.sync_loop import NodeView, SyncLoopSettings
-from pykubelet.pods.node import node_labels
+from pykubelet.pods.node import node_labels, resource_quantities
 from pykubelet.embedded_runtime.launcher import EmbeddedRuntimeError
+from pykubelet.embedded_runtime.launcher import endpoint as embedded_endpoint
 from pykubelet.embedded_runtime.launcher import ensure_running as ensure_embedded_runtime
 from pykubelet.messages.config import EMBEDDED_RUNTIME, enc_hook, parse_byte_quantity
 from pykubelet.ports.apiserver import KubeconfigError, load_kubeconfig
@@ -42,6 +44,13 @@ from .config import (
     prepare_root_dir,
 )
 from .logs import configure_logging
+from .resources import (
+    NodeBudget,
+    container_manager_settings,
+    eviction_settings,
+    node_budget,
+    start_container_manager,
+)
 from .node import node_ip, node_name
 
 log = logging.getLogger("pykubelet")
@@ -65,19 +74,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         for warning in loaded.warnings:
             log.warning("%s", warning)
         settings = daemon_settings(loaded.flags, loaded.config, loaded.explicit)
+        containers = start_container_manager(settings.containers) if settings.containers is not None else None
     except ConfigurationError as error:
         exit_on_configuration_error(error)
-    return trio.run(serve, settings)
+    return trio.run(serve, settings, containers)
 
 
 def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> DaemonSettings:
     root_dir = os.path.abspath(flags.root_dir)
+    budget = node_budget(config, root_dir)
+    endpoint = runtime_endpoint(flags, config, explicit, root_dir)
+    containers = container_manager_settings(config, budget, embedded_runtime=is_embedded(endpoint, root_dir))
     return DaemonSettings(
         root_dir=root_dir,
         runtime=RuntimeLinkSettings(
-            endpoint=runtime_endpoint(flags, config, explicit, root_dir),
+            endpoint=endpoint,
             request_timeout=config.runtime_request_timeout,
         ),
+        parallel_image_pulls=1 if config.serialize_image_pulls else config.max_parallel_image_pulls,
+        containers=containers,
+        eviction=eviction_settings(config, budget, containers, root_dir=root_dir),
         node=NodeSettings(
             name=node_name(flags.hostname_override),
             host_ip=node_ip(flags.node_ip),
@@ -86,7 +102,7 @@ def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> Da
             cluster_dns=tuple(config.cluster_dns),
             cluster_domain=config.cluster_domain,
             resolv_conf=config.resolv_conf,
-            allocatable=node_allocatable_quantities(root_dir),
+            allocatable=resource_quantities({k: budget.allocatable[k] for k in ("cpu", "memory")}),
         ),
         healthz_bind_address=config.healthz_bind_address,
         healthz_port=config.healthz_port,
@@ -98,7 +114,7 @@ def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> Da
         http_check_frequency=config.http_check_frequency,
         sync=SyncLoopSettings(
             sync_frequency=config.sync_frequency, max_pods=config.max_pods,
-            node=node_view(flags, root_dir),
+            node=node_view(flags, root_dir, budget),
         ),
         cluster=cluster_settings(flags, config, root_dir),
         kubelet_api=kubelet_api_settings(flags, config, root_dir, explicit),
@@ -180,6 +196,9 @@ def cluster_settings(flags, config, root_dir: str) -> ClusterSettings | None:
             update_frequency=config.node_status_update_frequency,
             report_frequency=config.node_status_report_frequency,
             root_dir=root_dir,
+            kube_reserved=dict(config.kube_reserved),
+            system_reserved=dict(config.system_reserved),
+            eviction_hard=dict(config.eviction_hard),
         ),
         lease=NodeLeaseSettings(duration=config.node_lease_duration_seconds),
         api_qps=config.kube_api_qps,
@@ -189,21 +208,19 @@ def cluster_settings(flags, config, root_dir: str) -> ClusterSettings | None:
     )
 
 
-def node_allocatable_quantities(root_dir: str) -> dict[str, str]:
-    """What a resourceFieldRef without a limit reads (allocatable = capacity here)."""
-    facts = read_node_facts(root_dir)
-    return {"cpu": f"{facts.cpu_count * 1000}m", "memory": str(facts.memory_bytes)}
-
-
-def node_view(flags, root_dir: str) -> NodeView:
-    """The node as admission sees it: labels as registered, allocatable = capacity."""
+def node_view(flags, root_dir: str, budget: NodeBudget) -> NodeView:
+    """The node as admission sees it: labels as registered, its allocatable cpu and memory."""
     facts = read_node_facts(root_dir)
     name = node_name(flags.hostname_override)
     return NodeView(
         name=name,
         labels=node_labels(name, facts.machine, flags.node_labels),
-        allocatable={"cpu": facts.cpu_count * 1000, "memory": facts.memory_bytes},
+        allocatable={"cpu": budget.allocatable["cpu"], "memory": budget.allocatable["memory"]},
     )
+
+
+def is_embedded(endpoint: str, root_dir: str) -> bool:
+    return endpoint == embedded_endpoint(root_dir)
 
 
 def runtime_endpoint(flags, config, explicit: frozenset[str], root_dir: str) -> str:
@@ -235,9 +252,9 @@ def _socket_exists(endpoint: str) -> bool:
     return os.path.exists(endpoint.removeprefix("unix://"))
 
 
-async def serve(settings: DaemonSettings) -> int:
+async def serve(settings: DaemonSettings, containers: ContainerManager | None = None) -> int:
     """Run the daemon; return its exit code."""
-    daemon = Daemon(settings)
+    daemon = Daemon(settings, containers=containers)
     log.info(
         "pykubelet %s starting",
         version("pykubelet"),

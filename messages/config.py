@@ -22,6 +22,11 @@ DEFAULT_ROOT_DIR = "/var/lib/pykubelet"
 DEFAULT_RUNTIME_ENDPOINT = "unix:///run/containerd/containerd.sock"
 EMBEDDED_RUNTIME = "embedded"
 LOGGING_FORMATS = ("text", "json")
+# evictionHard when a file does not set it (Go: eviction/defaults_linux.go).
+DEFAULT_EVICTION_HARD = {
+    "memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%",
+    "imagefs.available": "15%", "imagefs.inodesFree": "5%",
+}  # fmt: skip
 
 Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 UInt32 = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)]
@@ -250,6 +255,28 @@ class KubeletConfiguration(_GoStruct):
     image_gc_high_threshold_percent: Int32 = _go("imageGCHighThresholdPercent", 85)
     image_gc_low_threshold_percent: Int32 = _go("imageGCLowThresholdPercent", 80)
 
+    # Cgroups and resources (actors/container_manager.py)
+    cgroups_per_qos: bool = _go("cgroupsPerQOS", True)
+    cgroup_driver: str = "cgroupfs"  # "systemd" is refused: pykubelet does not talk to systemd
+    cgroup_root: str = ""  # "": the root, "/"
+    cpu_cfs_quota: bool = _go("cpuCFSQuota", True)
+    cpu_cfs_quota_period: Duration = _go("cpuCFSQuotaPeriod", Duration(0.1))
+    fail_cgroup_v1: bool = True  # Go >= 1.35: refuse to start on cgroup v1
+    kube_reserved: dict[str, str] = {}
+    system_reserved: dict[str, str] = {}
+    enforce_node_allocatable: list[str] = msgspec.field(default_factory=lambda: ["pods"])
+
+    # Eviction (actors/eviction_manager.py). A file's evictionHard replaces the defaults unless
+    # mergeDefaultEvictionSettings (set_defaults merges them).
+    eviction_hard: dict[str, str] = msgspec.field(default_factory=lambda: dict(DEFAULT_EVICTION_HARD))
+    eviction_soft: dict[str, str] = {}
+    eviction_soft_grace_period: dict[str, str] = {}
+    eviction_pressure_transition_period: Duration = Duration(300.0)
+    eviction_max_pod_grace_period: Int32 = 0
+    eviction_minimum_reclaim: dict[str, str] = {}
+    merge_default_eviction_settings: bool = False
+    local_storage_capacity_isolation: bool = True
+
     # Container log rotation (actors/log_rotation.py)
     container_log_max_size: str = "10Mi"  # a quantity of bytes; a negative one turns rotation off
     container_log_max_files: Int32 = 5  # the log being written included
@@ -287,30 +314,23 @@ _PYTHON_NAMES = go_field_names(KubeletConfiguration)
 # they are Go kubelet options, not typos, so the loader ignores them with a warning rather
 # than failing as it does for an unknown name.
 GO_ONLY_FIELDS = frozenset({
-    "allowedUnsafeSysctls", "cgroupDriver", "cgroupRoot",
-    "cgroupsPerQOS", "configMapAndSecretChangeDetectionStrategy",
-    "contentType", "cpuCFSQuota", "cpuCFSQuotaPeriod", "cpuManagerPolicy",
-    "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod", "crashLoopBackOff",
+    "allowedUnsafeSysctls", "configMapAndSecretChangeDetectionStrategy", "contentType",
+    "cpuManagerPolicy", "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod", "crashLoopBackOff",
     "draManagerReconcilePeriod", "enableContentionProfiling", "enableControllerAttachDetach",
     "enableDebugFlagsHandler", "enableProfilingHandler", "enableSystemLogHandler",
-    "enableSystemLogQuery", "enforceNodeAllocatable", "evictionHard", "evictionMaxPodGracePeriod",
-    "evictionMinimumReclaim", "evictionPressureTransitionPeriod", "evictionSoft",
-    "evictionSoftGracePeriod", "failCgroupV1", "failSwapOn", "featureGates", "hairpinMode",
-    "imageMaximumGCAge", "imagePullCredentialsVerificationPolicy", "imageServiceEndpoint",
-    "iptablesDropBit", "iptablesMasqueradeBit", "kernelMemcgNotification", "kubeReserved",
-    "kubeReservedCgroup", "kubeletCgroups", "localStorageCapacityIsolation",
+    "enableSystemLogQuery", "failSwapOn", "featureGates", "hairpinMode", "imageMaximumGCAge",
+    "imagePullCredentialsVerificationPolicy", "imageServiceEndpoint", "iptablesDropBit",
+    "iptablesMasqueradeBit", "kernelMemcgNotification", "kubeletCgroups", "kubeReservedCgroup",
     "makeIPTablesUtilChains", "maxOpenFiles", "memoryManagerPolicy", "memoryReservationPolicy",
-    "memorySwap", "memoryThrottlingFactor", "mergeDefaultEvictionSettings", "nodeStatusMaxImages",
-    "oomScoreAdj", "podCIDR", "podHousekeepingPeriod", "podsPerCore",
-    "preloadedImagesVerificationAllowlist", "protectKernelDefaults", "providerID",
-    "qosReserved", "registerWithTaints", "registryBurst", "registryPullQPS",
-    "reservedMemory", "reservedSystemCPUs", "rotateCertificates", "runOnce", "seccompDefault",
-    "serverTLSBootstrap", "showHiddenMetricsForVersion", "shutdownGracePeriod",
+    "memorySwap", "memoryThrottlingFactor", "nodeStatusMaxImages", "oomScoreAdj", "podCIDR",
+    "podHousekeepingPeriod", "podsPerCore", "preloadedImagesVerificationAllowlist",
+    "protectKernelDefaults", "providerID", "qosReserved", "registerWithTaints", "registryBurst",
+    "registryPullQPS", "reservedMemory", "reservedSystemCPUs", "rotateCertificates", "runOnce",
+    "seccompDefault", "serverTLSBootstrap", "showHiddenMetricsForVersion", "shutdownGracePeriod",
     "shutdownGracePeriodByPodPriority", "shutdownGracePeriodCriticalPods", "singleProcessOOMKill",
-    "streamingConnectionIdleTimeout", "systemCgroups", "systemReserved", "systemReservedCgroup",
+    "streamingConnectionIdleTimeout", "systemCgroups", "systemReservedCgroup",
     "tlsCurvePreferences", "topologyManagerPolicy", "topologyManagerPolicyOptions",
-    "topologyManagerScope", "tracing", "userNamespaces", "volumePluginDir",
-    "volumeStatsAggPeriod",
+    "topologyManagerScope", "tracing", "userNamespaces", "volumePluginDir", "volumeStatsAggPeriod",
 })  # fmt: skip
 
 # Go fields whose zero value SetDefaults_KubeletConfiguration replaces with the default (plain
@@ -345,6 +365,8 @@ def set_defaults(config: KubeletConfiguration, given: frozenset[str] | set[str])
         parallel = config.max_parallel_image_pulls
         changes["serialize_image_pulls"] = parallel is None or parallel < 2
     changes.update(_auth_defaults(config))
+    if "evictionHard" in given and config.merge_default_eviction_settings:
+        changes["eviction_hard"] = {**DEFAULT_EVICTION_HARD, **config.eviction_hard}
     logging = config.logging
     if not logging.format or not logging.flush_frequency:
         logging = msgspec.structs.replace(
@@ -430,11 +452,51 @@ def validate_kubelet_configuration(config: KubeletConfiguration) -> list[tuple[s
     interval = config.container_log_monitor_interval
     check(interval >= 3, "containerLogMonitorInterval",
           f"{format_duration(interval)} is too short: must be 3s or longer")  # fmt: skip
+    problems.extend(_resource_problems(config))
     endpoint = config.container_runtime_endpoint
     check(endpoint == EMBEDDED_RUNTIME or (endpoint.startswith("unix:///") and len(endpoint) > 8),
           "containerRuntimeEndpoint",
           f"{_quote(endpoint)} is not a runtime endpoint pykubelet can use: "
           f"give unix:///path/to/runtime.sock or {EMBEDDED_RUNTIME}")  # fmt: skip
+    return problems
+
+
+def _resource_problems(config: KubeletConfiguration) -> list[tuple[str, str]]:
+    """Cgroups, reserves and eviction thresholds: what Go refuses, and what pykubelet cannot
+    apply (the systemd driver, enforcing the kube/system reserves on cgroups of their own)."""
+    from pykubelet.pods.eviction_thresholds import ThresholdError, parse_thresholds  # pods/ imports this module
+    from pykubelet.pods.node_allocatable import ReservationError, parse_reserved, validate_enforce_node_allocatable
+
+    problems: list[tuple[str, str]] = []
+    if config.cgroup_driver == "systemd":
+        problems.append(("cgroupDriver", 'the systemd cgroup driver is not supported by pykubelet (it does not talk '
+                         'to systemd): set cgroupDriver: cgroupfs, and SystemdCgroup = false in containerd\'s runc options'))
+    elif config.cgroup_driver != "cgroupfs":
+        problems.append(("cgroupDriver", f"{_quote(config.cgroup_driver)} is not a cgroup driver: use cgroupfs"))
+    if config.cgroup_root and not config.cgroup_root.startswith("/"):
+        problems.append(("cgroupRoot", f"{_quote(config.cgroup_root)} must be an absolute cgroup path such as /"))
+    period = config.cpu_cfs_quota_period
+    if not 0.001 <= period <= 1.0:
+        problems.append(("cpuCFSQuotaPeriod", f"{format_duration(period)} must be between 1ms and 1s, inclusive"))
+    for field in ("kubeReserved", "systemReserved"):
+        try:
+            parse_reserved(field, getattr(config, _PYTHON_NAMES[field]))
+        except ReservationError as error:
+            problems.append((field, str(error).removeprefix(f"{field}")))
+    enforce = config.enforce_node_allocatable
+    for problem in validate_enforce_node_allocatable(enforce, cgroups_per_qos=config.cgroups_per_qos):
+        problems.append(("enforceNodeAllocatable", problem))
+    beyond = [value for value in enforce if value not in ("pods", "none")]
+    if beyond:
+        problems.append(("enforceNodeAllocatable", f"pykubelet enforces only pods (or none), not {', '.join(beyond)}: "
+                         "the kube and system reserves need kubeReservedCgroup/systemReservedCgroup, not supported"))
+    try:
+        parse_thresholds(config.eviction_hard, config.eviction_soft, config.eviction_soft_grace_period,
+                         config.eviction_minimum_reclaim, enforce_node_allocatable=enforce)
+    except ThresholdError as error:
+        problems.append((error.field, str(error).removeprefix(f"{error.field}: ")))
+    if config.eviction_max_pod_grace_period < 0:
+        problems.append(("evictionMaxPodGracePeriod", f"{config.eviction_max_pod_grace_period} must not be negative"))
     return problems
 
 

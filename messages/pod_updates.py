@@ -76,7 +76,22 @@ class ObjectsChanged(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
     pod_uids: list[str]
 
 
-SyncLoopMessage = PodUpdate | SourcesReady | ManifestProblems | PlegEvent | ProbeResult | HousekeepingTick | ObjectsChanged
+class EvictPod(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """The eviction manager's verdict (Go: killPodFunc with a status): stop the pod with this
+    grace period and end it Failed with this reason and message; `disruption_target` adds
+    the DisruptionTarget condition (reason TerminationByKubelet, the same message)."""
+
+    pod_uid: str
+    reason: str  # "Evicted"
+    message: str
+    grace_period_seconds: int
+    disruption_target: bool = True
+    annotations: dict[str, str] = {}  # the eviction's figures, as Go annotates its Event
+
+
+SyncLoopMessage = (
+    PodUpdate | SourcesReady | ManifestProblems | PlegEvent | ProbeResult | HousekeepingTick | ObjectsChanged | EvictPod
+)
 
 # --- sync loop -> pod worker --------------------------------------------------------
 
@@ -94,4 +109,10 @@ class TerminatePod(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
     reason: str = ""
 
 
-PodWorkerMessage = SyncPod | TerminatePod
+class EvictedPod(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """Stop the pod for good and report it Failed (EvictPod, forwarded to its worker)."""
+
+    eviction: EvictPod
+
+
+PodWorkerMessage = SyncPod | TerminatePod | EvictedPod

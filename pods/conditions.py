@@ -19,6 +19,8 @@ READY = "Ready"
 KUBELET_CONDITIONS = frozenset(
     {POD_SCHEDULED, POD_READY_TO_START_CONTAINERS, INITIALIZED, CONTAINERS_READY, READY}
 )
+# Conditions others set too, which the kubelet sets when it evicts (Go: PodConditionSharedByKubelet).
+SHARED_CONDITIONS = frozenset({"DisruptionTarget"})
 CONTAINERS_NOT_READY = "ContainersNotReady"
 CONTAINERS_NOT_INITIALIZED = "ContainersNotInitialized"
 POD_COMPLETED = "PodCompleted"

@@ -208,7 +208,7 @@ def pod_dirs_to_remove(uids: Iterable[str], *, desired_pod_uids: set[str] | None
     """The pod directories (<root-dir>/pods/<uid>: volumes, /etc/hosts, termination
     messages) to remove: those of pods gone while nothing was left to terminate them (a
     kubelet down when they were deleted). Go: cleanupOrphanedPodDirs. The same rule as
-    for log directories."""
+    for log directories, and for pod cgroups (cleanupOrphanedPodCgroups)."""
     if desired_pod_uids is None:
         return []
     return sorted(uid for uid in uids if uid not in desired_pod_uids and uid not in live_pod_uids)

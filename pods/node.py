@@ -156,6 +156,25 @@ def node_labels(hostname: str, machine: str, extra: Mapping[str, str] | None = N
 # --- the Node ------------------------------------------------------------------------
 
 
+def node_capacity(facts: NodeFacts, max_pods: int) -> dict[str, int]:
+    """The node's capacity in node_allocatable.py's units: cpu in millicores, bytes, pods."""
+    return {"cpu": facts.cpu_count * 1000, "ephemeral-storage": facts.ephemeral_storage_bytes,
+            "memory": facts.memory_bytes, "pods": max_pods}
+
+
+def resource_quantities(amounts: Mapping[str, int]) -> dict[str, str]:
+    """Amounts as the API server echoes them: cpu "2" or "1900m", bytes in binary_quantity."""
+    shown = {}
+    for name, amount in sorted(amounts.items()):
+        if name == "cpu":
+            shown[name] = str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+        elif name in ("memory", "ephemeral-storage") or name.startswith("hugepages-"):
+            shown[name] = binary_quantity(amount)
+        else:
+            shown[name] = str(amount)
+    return shown
+
+
 def owned_status(
     facts: NodeFacts,
     *,
@@ -166,21 +185,19 @@ def owned_status(
     runtime_name: str | None = None,
     runtime_version: str | None = None,
     kubelet_version: str = kubelet_version("0"),
+    allocatable: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The status fields the kubelet sets on every update, conditions aside: capacity and
-    allocatable (equal: pykubelet reserves nothing), addresses, nodeInfo, daemonEndpoints."""
-    capacity = {
-        "cpu": str(facts.cpu_count),
-        "ephemeral-storage": binary_quantity(facts.ephemeral_storage_bytes),
-        "memory": binary_quantity(facts.memory_bytes),
-        "pods": str(max_pods),
-    }
+    allocatable, addresses, nodeInfo, daemonEndpoints. `allocatable` (node_allocatable.py's:
+    cpu in millicores, bytes, a pod count) is capacity when None."""
+    capacity = resource_quantities(node_capacity(facts, max_pods))
+    allocated = resource_quantities(allocatable) if allocatable is not None else dict(capacity)
     ips = [node_ip] if isinstance(node_ip, str) else list(node_ip)
     addresses = [{"type": "InternalIP", "address": ip} for ip in ips]
     addresses.append({"type": "Hostname", "address": hostname})
     return {
         "capacity": capacity,
-        "allocatable": dict(capacity),
+        "allocatable": allocated,
         "addresses": addresses,
         "nodeInfo": {
             # Go serialises every NodeSystemInfo field, empty or not; the schema requires them.

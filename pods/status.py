@@ -9,6 +9,7 @@ manager.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import msgspec
@@ -82,6 +83,7 @@ def compute_pod_status(
     started: Mapping[str, bool] | None = None,
     pod_is_terminal: bool = False,
     active_deadline_exceeded: bool = False,
+    evicted: KubeletFailure | None = None,
 ) -> PodStatus:
     """The pod's API status.
 
@@ -97,6 +99,8 @@ def compute_pod_status(
     active_deadline_exceeded: the pod is past its activeDeadlineSeconds (see
         active_deadline.past_active_deadline): phase Failed, reason DeadlineExceeded (Go:
         the active deadline handler's ShouldEvict).
+    evicted: the eviction manager's verdict: phase Failed with its reason and message, and
+        a DisruptionTarget condition when it carries one (Go: the status killPodFunc sets).
 
     Conditions the kubelet does not own (readiness gates' and others') are kept as the
     API holds them in pod.status; Ready also waits for every readiness gate's condition.
@@ -127,10 +131,15 @@ def compute_pod_status(
         message = old.message or pod.status.message
     if active_deadline_exceeded:
         phase, reason, message = FAILED, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE
+    if evicted is not None:
+        phase, reason, message = FAILED, evicted.reason, evicted.message
     if pod.status.phase in TERMINAL_PHASES and phase != pod.status.phase:
         phase = pod.status.phase  # the API's terminal phase is final (Go keeps the reason)
 
     kept = [c for c in pod.status.conditions if c.type not in KUBELET_CONDITIONS]
+    if evicted is not None and evicted.condition is not None:
+        kept = [c for c in kept if c.type != evicted.condition.type]
+        kept.append(_with_transition_time(evicted.condition, old.conditions, now))
     ready_to_start = PodCondition(
         type=POD_READY_TO_START_CONTAINERS, status="False" if sandbox_changed(runtime)[0] else "True"
     )
@@ -165,6 +174,16 @@ def compute_pod_status(
         container_statuses=app_statuses,
         qos_class=qos_class(pod),
     )
+
+
+@dataclass(frozen=True)
+class KubeletFailure:
+    """A pod the kubelet ends Failed on its own (eviction): reason, message, and a condition
+    to add (DisruptionTarget)."""
+
+    reason: str
+    message: str
+    condition: PodCondition | None = None
 
 
 def _with_transition_time(condition: PodCondition, old: list[PodCondition], now: str) -> PodCondition:

@@ -18,7 +18,7 @@ import msgspec
 
 from pykubelet.messages.pod import PodCondition, PodIP, PodStatus
 
-from .conditions import KUBELET_CONDITIONS
+from .conditions import KUBELET_CONDITIONS, SHARED_CONDITIONS
 
 # The fields a PodStatus models, by their API names, and how each list merges.
 _STATUS_FIELDS = tuple(f.encode_name for f in msgspec.structs.fields(PodStatus))
@@ -58,10 +58,13 @@ def status_patch(old: Mapping[str, Any] | None, new: PodStatus, *, uid: str) -> 
 
 def merge_pod_status(old: Mapping[str, Any], new: PodStatus) -> dict[str, Any]:
     """Go's mergePodStatus, on the API form: the new status, whose conditions are the
-    API's conditions not owned by the kubelet followed by the kubelet's own."""
+    API's conditions not owned by the kubelet followed by the kubelet's own; a condition
+    the kubelet shares with others (DisruptionTarget) is the kubelet's when it sets one."""
     wanted = msgspec.to_builtins(new)
-    theirs = [c for c in old.get("conditions") or [] if isinstance(c, Mapping) and c.get("type") not in KUBELET_CONDITIONS]
-    ours = [c for c in wanted.get("conditions") or [] if c.get("type") in KUBELET_CONDITIONS]
+    shared = {c.get("type") for c in wanted.get("conditions") or [] if c.get("type") in SHARED_CONDITIONS}
+    theirs = [c for c in old.get("conditions") or []
+              if isinstance(c, Mapping) and c.get("type") not in KUBELET_CONDITIONS and c.get("type") not in shared]
+    ours = [c for c in wanted.get("conditions") or [] if c.get("type") in KUBELET_CONDITIONS | shared]
     wanted["conditions"] = [dict(c) for c in theirs] + ours
     return wanted
 

@@ -37,8 +37,6 @@ _WHY_IGNORED = {
         "is not needed: pykubelet sets the group of each volume's root and of the files it writes, "
         "and never changes ownership recursively"
     ),
-    "limits": "is not enforced yet: pykubelet sets no cgroup limits (cpu, memory) on containers",
-    "sizeLimit": "is not enforced on a disk-backed emptyDir yet (Go evicts the pod; pykubelet does not evict)",
 }
 
 
@@ -124,13 +122,9 @@ def unsupported_fields(pod: Pod) -> UnsupportedFields:
             # at start and no restart it asks for is skipped.
             if _set(container.resize_policy):
                 ignored.append(f"{path}.resizePolicy")
-            if container.resources is not None and container.resources.limits:
-                ignored.append(f"{path}.resources.limits")
 
     for i, volume in enumerate(spec.volumes):
         refused += [f"spec.volumes[{i}].{field}" for field in _refused_volume_fields(volume)]
-        if volume.empty_dir is not None and volume.empty_dir.medium != "Memory" and volume.empty_dir.size_limit:
-            ignored.append(f"spec.volumes[{i}].emptyDir.sizeLimit")
 
     # The scheduler's: placement is done by the time the pod is bound here, and the Go
     # kubelet admits on nodeSelector and required node affinity only.

@@ -56,14 +56,21 @@ class CgroupReading(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 # -- parsers (pure) -------------------------------------------------------------------------
 
 
+def parse_mount_lines(text: str) -> list[tuple[str, str, list[str]]]:
+    """/proc/self/mounts -> (mount point, filesystem type, options) of each mount, in mount
+    order (ports/cgroups.py reads every controller's hierarchy from it too)."""
+    out = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 4:
+            out.append((fields[1], fields[2], fields[3].split(",")))
+    return out
+
+
 def parse_mounts(text: str) -> CgroupMounts:
     """/proc/self/mounts -> the cgroup mounts that matter."""
     cpuacct = memory = unified = None
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) < 4:
-            continue
-        path, fstype, options = fields[1], fields[2], fields[3].split(",")
+    for path, fstype, options in parse_mount_lines(text):
         if fstype == "cgroup":
             if "cpuacct" in options and cpuacct is None:
                 cpuacct = path

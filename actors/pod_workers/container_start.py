@@ -67,7 +67,7 @@ class ContainerStarts:
         cri = deps.runtime.client
         image = await ensure_image(
             cri, pod, container, deps.image_backoff,
-            lambda type, reason, message: self.record(pod, name, type, reason, message),
+            lambda type, reason, message: self.record(pod, name, type, reason, message), deps.image_pulls,
         )
         if isinstance(image, ImageProblem):
             self.waiting[name] = (image.reason, image.message)
@@ -178,11 +178,14 @@ class ContainerStarts:
             uid, username = image_user(status.image if status.HasField("image") else None)
             if (error := run_as_non_root_error(pod, container, image_uid=uid, image_username=username)) is not None:
                 raise ContainerConfigError(error)
-        return container_config(
+        config = container_config(
             pod, inputs.container, image_ref=image, restart_count=restart_count,
             volume_paths=setup.volume_paths, env=inputs.env, command=inputs.command, args=inputs.args,
             extra_mounts=inputs.extra_mounts, seccomp_profile_root=os.path.join(self.deps.node.root_dir, "seccomp"),
         )
+        if self.deps.containers is not None:
+            config.linux.resources.CopyFrom(self.deps.containers.container_resources(pod, container))
+        return config
 
     def _terminal(self, pod: Pod) -> bool:
         status = self.deps.statuses.get(self.uid)

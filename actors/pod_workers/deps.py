@@ -7,6 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import trio
+
+from pykubelet.actors.container_manager import ContainerManager
 from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.pleg import RuntimePods
 from pykubelet.actors.pod_statuses import PodStatuses
@@ -43,6 +46,10 @@ class PodWorkerDeps:
     events: EventRecorder
     probe_results: ProbeResults
     volumes: VolumeManager | None = None  # None: made from node.root_dir
+    # The pods' cgroups and their containers' resources (None: none, nothing passed to CRI).
+    containers: ContainerManager | None = None
+    # Pulls at once on the node (serializeImagePulls: 1; maxParallelImagePulls); None: unbounded.
+    image_pulls: trio.CapacityLimiter | None = None
     # Cluster mode: the ConfigMaps, Secrets and Services pods read (None: standalone).
     objects: ObjectCache | None = None
     # The PLEG's view: a sync of a pod the runtime holds nothing of skips reading it.

@@ -6,9 +6,12 @@ its back-off lasts, ImagePullBackOff; a missing image under Never is ErrImageNev
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable
+
+import trio
 
 from pykubelet.actors import events
 from pykubelet.messages.pod import Container, Pod
@@ -29,10 +32,12 @@ class ImageProblem:
 
 
 async def ensure_image(
-    cri: CriClient, pod: Pod, container: Container, backoff: CrashLoopBackOff, record: Record
+    cri: CriClient, pod: Pod, container: Container, backoff: CrashLoopBackOff, record: Record,
+    pulls: trio.CapacityLimiter | None = None,
 ) -> str | ImageProblem:
     """The image's reference in the runtime, or why it is not available. `record(type,
-    reason, message)` records the image events (Pulling, Pulled, Failed, BackOff)."""
+    reason, message)` records the image events (Pulling, Pulled, Failed, BackOff). `pulls`
+    bounds the pulls of the node at once (serializeImagePulls: 1, maxParallelImagePulls)."""
     image = container.image
     policy = container.image_pull_policy or "IfNotPresent"
     present = await cri.image_status(image)
@@ -50,13 +55,17 @@ async def ensure_image(
         record("Normal", events.BACK_OFF_PULL_IMAGE, image_pull_backoff_message(image))
         return ImageProblem("ImagePullBackOff", image_pull_backoff_message(image), retry_in=backoff.delay(key))
     record("Normal", events.PULLING_IMAGE, f'Pulling image "{image}"')
-    started = time.monotonic()
+    started = trio.current_time()
     try:
-        image_ref = await cri.pull_image(image)
+        async with pulls if pulls is not None else contextlib.nullcontext():
+            pulling = trio.current_time()
+            image_ref = await cri.pull_image(image)
     except CriCallError as exc:
         backoff.next(key, time.time())
         message = f'Failed to pull image "{image}": {exc}'
         record("Warning", events.FAILED_TO_PULL_IMAGE, message)
         return ImageProblem("ErrImagePull", message, retry_in=backoff.delay(key))
-    record("Normal", events.PULLED_IMAGE, f'Successfully pulled image "{image}" in {time.monotonic() - started:.3f}s')
+    done = trio.current_time()
+    record("Normal", events.PULLED_IMAGE, f'Successfully pulled image "{image}" in {done - pulling:.3f}s '
+                                          f'({done - started:.3f}s including waiting)')
     return image_ref

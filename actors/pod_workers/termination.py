@@ -17,6 +17,7 @@ from pykubelet.messages.pod_status_reports import PodTerminated
 from pykubelet.messages.pod_updates import TerminatePod
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
 from pykubelet.pods.manifest import CONFIG_SOURCE
+from pykubelet.ports.cgroups import CgroupError
 from pykubelet.ports.cri import CriNotFound
 from pykubelet.ports.cri.pods import read_pod_status
 
@@ -53,6 +54,11 @@ class PodTermination:
         await self._tell_probes(None, None)  # no liveness kill during a graceful stop
         await self._kill_pod(runtime, grace, remove=True)
         await self.volumes.tear_down(self.uid)
+        if self.deps.containers is not None:
+            try:
+                await self.deps.containers.destroy_pod(self.uid)
+            except CgroupError as exc:  # GC removes it later, as an orphan
+                log.warning("pod cgroup not removed: %s", exc, extra=self.fields)
         if self.deps.objects is not None:
             self.deps.objects.release(self.uid)
         self.deps.statuses.remove(self.uid)

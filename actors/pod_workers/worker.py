@@ -20,8 +20,8 @@ import trio
 
 from pykubelet.actors import events
 from pykubelet.actors.events import pod_reference
-from pykubelet.messages.pod import Pod, PodStatus
-from pykubelet.messages.pod_updates import PodWorkerMessage, SyncPod, TerminatePod
+from pykubelet.messages.pod import Pod, PodCondition, PodStatus
+from pykubelet.messages.pod_updates import EvictedPod, EvictPod, PodWorkerMessage, SyncPod, TerminatePod
 from pykubelet.messages.probes import ProbeTargets
 from pykubelet.messages.runtime import PodRuntimeStatus
 from pykubelet.pods.actions import PodActions, compute_pod_actions, probe_kill
@@ -35,7 +35,9 @@ from pykubelet.pods.active_deadline import (
 from pykubelet.pods.hosts_file import PodHostnameError
 from pykubelet.pods.runtime_config import sandbox_config
 from pykubelet.pods.security_context import SecurityContextError
-from pykubelet.pods.status import compute_pod_status, rfc3339
+from pykubelet.pods.eviction import DISRUPTION_TARGET, TERMINATION_BY_KUBELET
+from pykubelet.pods.status import KubeletFailure, compute_pod_status, rfc3339
+from pykubelet.ports.cgroups import CgroupError
 from pykubelet.ports.cri import CriError
 from pykubelet.ports.cri.pods import read_created, read_pod_status
 from pykubelet.supervisor import ActorContext, MailboxFull, Registry, UnknownAddress
@@ -89,6 +91,7 @@ class PodWorker(ContainerStarts, PodTermination):
         self.deadline_reported = False
         self.volumes_released = False
         self.hosts_error: str | None = None  # why the pod's /etc/hosts could not be written
+        self.eviction: EvictPod | None = None  # the eviction manager's verdict: the pod ends Failed
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -132,6 +135,11 @@ class PodWorker(ContainerStarts, PodTermination):
     def _take(self, message: PodWorkerMessage, terminate: TerminatePod | None) -> TerminatePod | None:
         if isinstance(message, TerminatePod):
             return message
+        if isinstance(message, EvictedPod) and self.eviction is None and self.pod is not None:
+            self.eviction = message.eviction
+            log.warning("evicting pod: %s", message.eviction.message, extra=self.fields)
+            self.deps.events.record(pod_reference(self.pod, None), "Warning", message.eviction.reason,
+                                    message.eviction.message)
         if isinstance(message, SyncPod):
             if self.pod is not None and message.pod != self.pod:
                 self.updated = True
@@ -164,8 +172,9 @@ class PodWorker(ContainerStarts, PodTermination):
             runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
         start_time = start_time_of(pod, deps.statuses.get(self.uid))
         exceeded = past_active_deadline(pod, time.time(), start_time)
-        actions = compute_pod_actions(pod, runtime, active_deadline_exceeded=exceeded)
-        if not exceeded:
+        # An evicted pod is stopped for good, as one past its deadline.
+        actions = compute_pod_actions(pod, runtime, active_deadline_exceeded=exceeded or self.eviction is not None)
+        if not exceeded and self.eviction is None:
             actions = self._with_probe_kills(actions, runtime)
         self.waiting = {}
         self.created = ([], [])
@@ -193,10 +202,12 @@ class PodWorker(ContainerStarts, PodTermination):
 
     async def _perform(self, pod: Pod, runtime: PodRuntimeStatus, actions: PodActions) -> float | None:
         cri = self.deps.runtime.client
-        grace = self._grace_period(pod)
+        grace = self._grace_period(pod) if self.eviction is None else self.eviction.grace_period_seconds
         if actions.kill_pod:
             await self._kill_pod(runtime, grace, remove=False)
             if not actions.create_sandbox:
+                if self.eviction is not None or self._terminal(pod):
+                    await self._release_volumes()  # an evicted pod's emptyDir gives its disk back
                 return None  # the pod is done (or its init failed): nothing more to run
         if self._terminal(pod):
             await self._release_volumes()  # a finished pod keeps no secret mounted (Go: SyncTerminatedPod)
@@ -235,6 +246,14 @@ class PodWorker(ContainerStarts, PodTermination):
                 self.record(pod, None, "Warning", warning.reason, warning.message)
             if actions.attempt > 0:
                 self.record(pod, None, "Normal", events.SANDBOX_CHANGED, "Pod sandbox changed, it will be killed and re-created.")
+            if self.deps.containers is not None:
+                try:
+                    sandbox.linux.cgroup_parent = await self.deps.containers.ensure_pod(pod)
+                except CgroupError as exc:
+                    message = f"Failed to create pod sandbox: the pod's cgroup: {exc}"
+                    self.record(pod, None, "Warning", events.FAILED_CREATE_POD_SANDBOX, message)
+                    log.warning("%s", message, extra=self.fields)
+                    return RETRY_MAX
             try:
                 self._creating()
                 sandbox_id = await cri.run_pod_sandbox(sandbox)
@@ -329,6 +348,7 @@ class PodWorker(ContainerStarts, PodTermination):
             ready=deps.probe_results.ready(self.uid, running),
             started=deps.probe_results.started(self.uid, running),
             active_deadline_exceeded=exceeded,
+            evicted=self._kubelet_failure(),
         )
         if exceeded and status.reason == DEADLINE_EXCEEDED and not self.deadline_reported:
             self.deadline_reported = True
@@ -341,6 +361,14 @@ class PodWorker(ContainerStarts, PodTermination):
             deps.metrics.pod_start_duration.observe(time.time() - self.first_seen)
         if previous is None or previous.phase != status.phase:
             log.info("pod phase %s", status.phase, extra=self.fields)
+
+    def _kubelet_failure(self) -> KubeletFailure | None:
+        eviction = self.eviction
+        if eviction is None:
+            return None
+        condition = PodCondition(type=DISRUPTION_TARGET, status="True", reason=TERMINATION_BY_KUBELET,
+                                 message=eviction.message) if eviction.disruption_target else None
+        return KubeletFailure(reason=eviction.reason, message=eviction.message, condition=condition)
 
     def _host(self) -> str:
         """Where a hook's httpGet goes by default: the pod IP (the node's, for host network)."""

@@ -44,13 +44,14 @@ def start_daemon(tmp_path, manifests):
 
 
 @pytest.fixture
-def node_daemon(tmp_path, apiserver, containerd):
+def node_daemon(request, tmp_path, apiserver, containerd):
+    """Lines of KubeletConfiguration YAML to add come as an indirect parameter."""
     config = tmp_path / "kubelet.yaml"
     config.write_text(
         "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
         "nodeStatusUpdateFrequency: 1s\nnodeStatusReportFrequency: 5m\n"
         "nodeLeaseDurationSeconds: 8\n"  # renewed every 2s
-        f"podLogsDir: {tmp_path / 'pod-logs'}\n"
+        f"podLogsDir: {tmp_path / 'pod-logs'}\n" + getattr(request, "param", "")
     )
     daemon = DaemonProcess(
         tmp_path / "root",

@@ -63,7 +63,7 @@ def test_daemon_connects_is_inspected_crashed_restarted_and_stops_on_sigterm(con
     snapshot = json.loads(tree.stdout)
     assert [c["name"] for c in snapshot["children"]] == [
         "runtime-link", "pleg", "pod-workers", "sync-loop", "pod-config", "sources", "gc", "server", "probes",
-        "log-rotation",
+        "log-rotation", "eviction-manager",
     ]
     drawn = daemon.inspect("tree")
     assert drawn.returncode == 0 and "runtime-link" in drawn.stdout and "running" in drawn.stdout

@@ -81,6 +81,8 @@ disabled_plugins = [
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{pause_image}"
+  # Machines without CAP_SYS_RESOURCE (this project's VMs) cannot lower an OOM score: the
+  # runtime then keeps negative ones at its own (0) instead of failing every start.
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"

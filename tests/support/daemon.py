@@ -3,6 +3,7 @@ script, addressed by its admin socket and healthz port, always ended at teardown
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import socket
 import subprocess
@@ -15,6 +16,14 @@ import httpx
 from tests.support.containerd import unmount_under
 
 SCRIPTS = Path(sys.executable).parent
+# Daemons under test keep their kubepods under here, one cgroup root each (named after the
+# root dir, so that a restarted daemon finds its pods' cgroups), all removed at session end
+# (tests/support/fixtures.py) once containerd is gone.
+TEST_CGROUP_ROOT = "/pykubelet-test"
+
+
+def cgroup_root_for(root_dir: Path) -> str:
+    return f"{TEST_CGROUP_ROOT}/{hashlib.sha256(str(root_dir).encode()).hexdigest()[:12]}"
 
 
 def free_port() -> int:
@@ -43,6 +52,9 @@ class DaemonProcess:
             f"--healthz-port={self.healthz_port}",
             "--address=127.0.0.1",
             f"--port={self.port}",
+            # This project's machines and CI run cgroup v1, which the Go default refuses.
+            "--fail-cgroupv1=false",
+            f"--cgroup-root={cgroup_root_for(root_dir)}",
             *args,
         ]
         self.process: subprocess.Popen[bytes] | None = None

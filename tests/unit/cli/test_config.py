@@ -204,16 +204,41 @@ def test_zero_in_the_file_means_the_default_where_go_says_so(config_file):
 
 def test_go_kubelet_fields_pykubelet_lacks_are_ignored_with_a_warning(config_file):
     path = config_file("""
-        cgroupDriver: systemd
-        evictionHard: {memory.available: 100Mi}
+        cpuManagerPolicy: static
+        memorySwap: {swapBehavior: LimitedSwap}
         clusterDomain: cluster.local
     """)
     loaded = build_configuration(["--config", path])
     assert loaded.config.cluster_domain == "cluster.local"
     assert loaded.warnings == (
         f"--config {path}: ignoring fields of the Go kubelet that pykubelet does not implement: "
-        "cgroupDriver, evictionHard",
+        "cpuManagerPolicy, memorySwap",
     )
+
+
+def test_eviction_hard_replaces_the_defaults_unless_merged(config_file):
+    replaced = build_configuration(["--config", config_file("evictionHard: {memory.available: 200Mi}\n")])
+    assert replaced.config.eviction_hard == {"memory.available": "200Mi"}
+    merged = build_configuration(["--config", config_file(
+        "evictionHard: {memory.available: 200Mi}\nmergeDefaultEvictionSettings: true\n")])
+    assert merged.config.eviction_hard == {"memory.available": "200Mi", "nodefs.available": "10%",
+                                           "nodefs.inodesFree": "5%", "imagefs.available": "15%",
+                                           "imagefs.inodesFree": "5%"}
+    assert build_configuration([]).config.eviction_hard == merged.config.eviction_hard | {"memory.available": "100Mi"}
+
+
+@pytest.mark.parametrize("lines, field, words", [
+    ("cgroupDriver: systemd\n", "cgroupDriver", "set cgroupDriver: cgroupfs"),
+    ("evictionHard: {memory.available: lots}\n", 'evictionHard["memory.available"]', "not a quantity"),
+    ("evictionSoft: {memory.available: 1Gi}\n", "evictionSoft", "grace period"),
+    ("kubeReserved: {gpu: '1'}\n", "kubeReserved", 'cannot reserve "gpu"'),
+    ("enforceNodeAllocatable: [pods, kube-reserved]\n", "enforceNodeAllocatable", "kubeReservedCgroup"),
+    ("cpuCFSQuotaPeriod: 2s\n", "cpuCFSQuotaPeriod", "between 1ms and 1s"),
+])  # fmt: skip
+def test_resource_and_eviction_settings_pykubelet_cannot_apply_are_refused(config_file, lines, field, words):
+    with pytest.raises(ConfigurationError) as refused:
+        build_configuration(["--config", config_file(lines)])
+    assert field in str(refused.value) and words in str(refused.value)
 
 
 def test_logging_flush_frequency_takes_nanoseconds_as_go_does(config_file):
@@ -314,7 +339,7 @@ FLAG_ERRORS = [
      'unexpected argument "false" after --register-node: a boolean flag takes its value after \'=\': '
      "--register-node=false"),
     (["--helthz-port=3"], "unknown flag --helthz-port; did you mean --healthz-port?"),
-    (["--cgroup-driver=systemd"], "unknown flag --cgroup-driver"),
+    (["--kube-reserved=cpu=1"], "unknown flag --kube-reserved"),
     (["--healthz"], "unknown flag --healthz"),  # no abbreviations, as in Go
     (["run"], 'unexpected argument "run": pykubelet run takes only flags'),
     (["--port"], "--port: expected one argument"),
@@ -459,3 +484,11 @@ def test_configure_logging_twice_keeps_one_handler(restore_logging):
 def test_configure_logging_refuses_an_unknown_format(restore_logging):
     with pytest.raises(ValueError, match="use text or json"):
         configure_logging("xml", 0)
+
+
+def test_logging_settings_pykubelet_does_not_apply_are_named_at_start(config_file):
+    path = config_file("logging: {flushFrequency: 1s, vmodule: [{filePattern: pleg, verbosity: 4}], "
+                       "options: {json: {infoBufferSize: '0'}}}\n")
+    warnings = build_configuration(["--config", path]).warnings
+    assert [w.split(" ", 1)[0] for w in warnings] == ["logging.flushFrequency", "logging.vmodule", "logging.options"]
+    assert build_configuration([]).warnings == ()

@@ -81,10 +81,6 @@ IGNORED = [
     ("automountServiceAccountToken", {"automountServiceAccountToken": False}, "spec.automountServiceAccountToken"),
     ("fsGroupChangePolicy", {"securityContext": {"fsGroupChangePolicy": "OnRootMismatch"}},
      "spec.securityContext.fsGroupChangePolicy"),
-    ("limits", {"containers": [container(resources={"limits": {"memory": "64Mi"}})]},
-     "spec.containers[0].resources.limits"),
-    ("disk-emptyDir-sizeLimit", {"volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}]},
-     "spec.volumes[0].emptyDir.sizeLimit"),
     ("preferred-node-affinity", {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 1, "preference": {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}}]}}},
      "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"),
@@ -171,3 +167,11 @@ def test_a_pod_setting_several_gets_every_one_named_pod_fields_first():
         ("spec.hostUsers", "spec.initContainers[0].volumeDevices", "spec.containers[1].securityContext.seLinuxOptions"),
         ("spec.containers[1].resizePolicy", "spec.topologySpreadConstraints"),
     )
+
+
+def test_limits_and_a_disk_emptydirs_size_limit_are_applied_so_not_named():
+    # Container limits go to the runtime and the pod cgroup; a sizeLimit is the eviction
+    # manager's (localStorageCapacityIsolation).
+    spec = {"containers": [container(resources={"limits": {"memory": "64Mi"}})],
+            "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}]}
+    assert unsupported_fields(pod(spec)) == ((), ())
