@@ -75,8 +75,10 @@ class MirrorPods:
     """One round: list the node's mirror pods, decide, create and delete."""
 
     def __init__(self, client: MirrorApi, statuses: PodStatuses, node_name: str,
-                 registered_node_uid: Callable[[], str | None]) -> None:
+                 registered_node_uid: Callable[[], str | None],
+                 desired: Callable[[], set[str] | None] = lambda: None) -> None:
         self.client = client
+        self.desired = desired
         self.statuses = statuses
         self.node_name = node_name
         self.registered_node_uid = registered_node_uid
@@ -104,7 +106,7 @@ class MirrorPods:
         node = MirrorNode(self.node_name, uid) if uid else None
         mirror_pods = mirror_pods_by_full_name(items, self.node_name)
         self.mirrors_found = len(mirror_pods)
-        actions = mirror_actions(static, mirror_pods, node)
+        actions = mirror_actions(static, mirror_pods, node, self.desired())
         for action in actions:
             await self._do(action)
         if actions:
@@ -142,22 +144,24 @@ def mirror_pods_actor(
     statuses: PodStatuses,
     node_name: str,
     registered_node_uid: Callable[[], str | None],
+    desired: Callable[[], set[str] | None] = lambda: None,
     period: float = DEFAULT_PERIOD,
     poll: float | None = DEFAULT_POLL,
 ):
-    """The actor function of the mirror pod actor (no mailbox)."""
+    """The actor function of the mirror pod actor (no mailbox). `desired`: the sync loop's
+    desired pod UIDs, None until every source has been seen (orphans wait for it)."""
     if period <= 0 or (poll is not None and poll <= 0):
         raise ValueError("period and poll must be positive")
 
     async def run(ctx: ActorContext) -> None:
-        mirrors = MirrorPods(client, statuses, node_name, registered_node_uid)
+        mirrors = MirrorPods(client, statuses, node_name, registered_node_uid, desired)
         while True:
-            seen = (mirrors.static_set(), registered_node_uid())
+            seen = (mirrors.static_set(), registered_node_uid(), desired() is None)
             await mirrors.sync()
             with trio.move_on_after(period):
                 while poll is not None:
                     await trio.sleep(poll)
-                    if (mirrors.static_set(), registered_node_uid()) != seen:
+                    if (mirrors.static_set(), registered_node_uid(), desired() is None) != seen:
                         break
                 else:
                     await trio.sleep_forever()

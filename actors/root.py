@@ -354,7 +354,7 @@ class Daemon:
                 "mirror-pods",
                 mirror_pods_actor(
                     client=self.api, statuses=self.statuses, node_name=self.node.name,
-                    registered_node_uid=self.registered_node.get_uid,
+                    registered_node_uid=self.registered_node.get_uid, desired=self.desired.current,
                 ),
             ),
         ]

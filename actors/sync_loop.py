@@ -112,6 +112,7 @@ def sync_loop_actor(
                 nursery.start_soon(_watch_health, health, settings, lambda: last_iteration[0])
             async for message in ctx.mailbox:
                 await loop.handle(message)
+                loop.deliver_undelivered()
                 view.uids, view.sources_ready = frozenset(loop.desired), loop.sources_ready
                 last_iteration[0] = trio.current_time()
 
@@ -169,6 +170,7 @@ class SyncLoop:
         self.events: EventRecorder | None = None
         self.sources_ready = False
         self.pressure: PressureConditions = frozenset
+        self.undelivered: dict[str, Pod] = {}  # the newest spec of a pod whose worker's mailbox was full
 
     async def handle(self, message: SyncLoopMessage) -> None:
         if isinstance(message, PodUpdate):
@@ -313,7 +315,24 @@ class SyncLoop:
         try:
             mailbox.send_nowait(SyncPod(pod))
         except MailboxFull:
-            pass  # a full mailbox already holds syncs; the worker takes the newest spec
+            # Latest wins (Go keeps one pending update per pod): this spec goes as soon as
+            # the worker has room, replacing any older one still waiting.
+            self.undelivered[pod.metadata.uid] = pod
+        else:
+            self.undelivered.pop(pod.metadata.uid, None)
+
+    def deliver_undelivered(self) -> None:
+        """Specs that found their worker's mailbox full, sent once it has room (after each
+        message the loop handles, and at housekeeping)."""
+        for uid, pod in list(self.undelivered.items()):
+            if uid not in self.desired or not self.workers.has_child(uid):
+                del self.undelivered[uid]
+                continue
+            try:
+                self.ctx.registry.lookup(f"{self.workers.path}/{uid}").send_nowait(SyncPod(pod))
+            except MailboxFull:
+                continue
+            del self.undelivered[uid]
 
     async def _evict(self, eviction: EvictPod) -> None:
         """The eviction manager's verdict goes to the pod's worker, which stops the pod for

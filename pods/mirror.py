@@ -9,7 +9,7 @@ other (an edited manifest, a pod being deleted) is deleted and created again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +87,7 @@ def mirror_actions(
     static_pods: Mapping[str, Pod],
     mirror_pods: Mapping[str, Mapping[str, Any]],
     node: MirrorNode | None,
+    desired_uids: Set[str] | None = frozenset(),
 ) -> list[MirrorAction]:
     """The creates and deletes that give each static pod one mirror pod of its own.
 
@@ -95,6 +96,11 @@ def mirror_actions(
     mirror_pods: the API's mirror pods bound to this node, by full name.
     node: None while the Node's UID is unknown; then nothing is created (Go: no owner
     reference, no mirror pod), but orphans are still deleted.
+    desired_uids: the pods the sync loop wants, None until every source has been seen. A
+    mirror pod is an orphan only once they are known and its static pod (the UID its
+    config.mirror annotation names) is not among them: a restarted kubelet's board fills
+    up pod by pod, and a mirror pod of a static pod not on it yet is not deleted then
+    (Go deletes orphans only in housekeeping, after all sources are ready).
     Deletes come first, so that a recreate is a delete followed by a create.
     """
     deletes: list[MirrorAction] = []
@@ -103,7 +109,9 @@ def mirror_actions(
         meta = mirror.get("metadata") or {}
         namespace, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
         if key not in static_pods:
-            deletes.append(DeleteMirrorPod(namespace, name, uid, "its static pod is gone"))
+            wanted = (meta.get("annotations") or {}).get(CONFIG_MIRROR)
+            if desired_uids is not None and wanted not in desired_uids:
+                deletes.append(DeleteMirrorPod(namespace, name, uid, "its static pod is gone"))
             continue
         pod = static_pods[key]
         if pod is None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
+import tempfile
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 from urllib.parse import parse_qs, urlsplit
@@ -82,17 +84,20 @@ async def serve_connection(
             if request is None:
                 return
             request.peer_certificate = peer_certificate
-            try:
-                response = await handler(request)
-            except Exception as exc:  # a broken route must not take the server down
-                log.exception("request failed", extra={"path": request.path})
-                response = Response.text(500, f"internal error: {type(exc).__name__}: {exc}\n")
+            if request.method == "CONNECT":  # h11 would switch protocols on a 2xx: no route takes it
+                response = Response.text(405, "method not allowed: CONNECT\n")
+            else:
+                try:
+                    response = await handler(request)
+                except Exception as exc:  # a broken route must not take the server down
+                    log.exception("request failed", extra={"path": request.path})
+                    response = Response.text(500, f"internal error: {type(exc).__name__}: {exc}\n")
             if response.upgrade is not None:
                 trailing, _ = conn.trailing_data
                 await response.upgrade(stream, bytes(trailing))
                 return
             if response.stream is not None:
-                await _stream_response(conn, stream, response)
+                await _stream_response(conn, stream, response, head=request.method == "HEAD")
                 if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
                     return
                 conn.start_next_cycle()
@@ -100,14 +105,16 @@ async def serve_connection(
             # An answer already decided is delivered even if the server is being stopped
             # (crashing an actor started before the server restarts the server too).
             with trio.CancelScope(shield=True, deadline=trio.current_time() + WRITE_TIMEOUT):
-                await _write_response(conn, stream, response)
+                await _write_response(conn, stream, response, head=request.method == "HEAD")
             if response.after is not None:
                 await response.after()
                 return
             if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
                 return
             conn.start_next_cycle()
-    except (h11.RemoteProtocolError, trio.BrokenResourceError, trio.ClosedResourceError):
+    except h11.RemoteProtocolError as exc:
+        await _refuse(conn, stream, exc)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
         return
     finally:
         await trio.aclose_forcefully(stream)
@@ -127,7 +134,10 @@ async def _read_request(conn: h11.Connection, stream: trio.abc.Stream) -> Reques
         if isinstance(event, h11.ConnectionClosed):
             return None
         if isinstance(event, h11.Request):
-            target = urlsplit(event.target.decode("latin-1"))
+            try:
+                target = urlsplit(event.target.decode("latin-1"))
+            except ValueError as exc:  # "//[": an unclosed IPv6 host
+                raise h11.RemoteProtocolError(f"invalid request target: {exc}", error_status_hint=400) from None
             request = Request(
                 method=event.method.decode("ascii"),
                 path=target.path,
@@ -139,14 +149,30 @@ async def _read_request(conn: h11.Connection, stream: trio.abc.Stream) -> Reques
         elif isinstance(event, h11.Data):
             body += event.data
             if len(body) > MAX_BODY:
-                raise h11.RemoteProtocolError("request body too large")
+                raise h11.RemoteProtocolError("request body too large", error_status_hint=413)
         elif isinstance(event, h11.EndOfMessage):
             assert request is not None
             request.body = bytes(body)
             return request
 
 
-async def _write_response(conn: h11.Connection, stream: trio.abc.Stream, response: Response) -> None:
+async def _refuse(conn: h11.Connection, stream: trio.abc.Stream, exc: h11.RemoteProtocolError) -> None:
+    """Answer a request h11 cannot parse with its 4xx (400, 413, 414, 431), as Go's net/http
+    does, then close; nothing when a response was already begun."""
+    if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+        return
+    response = Response.text(exc.error_status_hint, f"bad request: {exc}\n")
+    response.headers["connection"] = "close"
+    with trio.move_on_after(WRITE_TIMEOUT):
+        try:
+            await _write_response(conn, stream, response)
+        except (h11.LocalProtocolError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+
+async def _write_response(
+    conn: h11.Connection, stream: trio.abc.Stream, response: Response, *, head: bool = False
+) -> None:
     headers = [
         ("content-type", response.content_type),
         ("content-length", str(len(response.body))),
@@ -154,7 +180,7 @@ async def _write_response(conn: h11.Connection, stream: trio.abc.Stream, respons
     ]
     for event in (
         h11.Response(status_code=response.status, headers=headers),
-        h11.Data(data=response.body),
+        h11.Data(data=b"" if head else response.body),  # a HEAD answer has the length, no body
         h11.EndOfMessage(),
     ):
         data = conn.send(event)
@@ -162,11 +188,13 @@ async def _write_response(conn: h11.Connection, stream: trio.abc.Stream, respons
             await stream.send_all(data)
 
 
-async def _stream_response(conn: h11.Connection, stream: trio.abc.Stream, response: Response) -> None:
+async def _stream_response(
+    conn: h11.Connection, stream: trio.abc.Stream, response: Response, *, head: bool = False
+) -> None:
     headers = [("content-type", response.content_type), *response.headers.items()]  # no length: chunked
 
     async def send(data: bytes) -> None:
-        if data:
+        if data and not head:
             await stream.send_all(conn.send(h11.Data(data=data)))
 
     await stream.send_all(conn.send(h11.Response(status_code=response.status, headers=headers)))
@@ -203,11 +231,16 @@ async def open_unix(path: str) -> trio.SocketListener:
         finally:
             probe.close()
     sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)  # the socket is born 0600, with no window for others
+    # Born in a directory only root may enter, made 0600, then moved into place: no window
+    # in which another user could connect, and no process-wide umask changed meanwhile
+    # (files other tasks create then would get the wrong mode).
+    private = tempfile.mkdtemp(prefix=".admin-socket-", dir=os.path.dirname(path) or ".")
     try:
-        await sock.bind(path)
+        born = os.path.join(private, "socket")
+        await sock.bind(born)
+        os.chmod(born, 0o600)
+        os.rename(born, path)
     finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
+        shutil.rmtree(private, ignore_errors=True)
     sock.listen(64)
     return trio.SocketListener(sock)

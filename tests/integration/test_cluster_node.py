@@ -128,3 +128,46 @@ def test_a_static_pod_gets_a_mirror_pod_recreated_after_deletion(apiserver, cont
         assert len(local) == 1  # the mirror pod itself is never run
     finally:
         daemon.stop()
+
+
+@pytest.mark.containerd
+def test_kill_9_and_restart_keeps_every_mirror_pod_and_container(apiserver, containerd, tmp_path):
+    """A restarted kubelet finds its static pods and their mirror pods as they were: no
+    mirror pod deleted and created again, no container restarted (Go waits for every
+    source before it calls a mirror pod an orphan)."""
+    from tests.support.pods import TRAPPING_LOOP, container, pod_manifest, write_manifest
+
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    for name in ("one", "two", "three"):
+        write_manifest(manifests, pod_manifest(name, [container("c", TRAPPING_LOOP)], terminationGracePeriodSeconds=2))
+    argv = (f"--kubeconfig={apiserver.kubeconfig('system:node:node1')}", f"--container-runtime-endpoint={containerd.endpoint}",
+            "--hostname-override=node1", "--node-ip=127.0.0.1", f"--pod-manifest-path={manifests}")
+
+    def mirrors() -> dict[str, tuple[str, str]]:
+        """name -> (mirror pod UID, container ID) for Running mirror pods."""
+        found = {}
+        for name in ("one", "two", "three"):
+            pod = api_pod(apiserver, f"{name}-node1")
+            statuses = pod.get("status", {}).get("containerStatuses") or [{}]
+            if pod.get("status", {}).get("phase") == "Running" and statuses[0].get("containerID"):
+                found[name] = (pod["metadata"]["uid"], statuses[0]["containerID"])
+        return found
+
+    daemon = DaemonProcess(tmp_path / "root", *argv).start()
+    try:
+        daemon.wait_for(lambda: len(mirrors()) == 3, "three mirror pods Running in the API", timeout=40)
+        before = mirrors()
+        daemon.process.kill()
+        daemon.process.wait(timeout=10)
+        restarted = time.time()
+        daemon = DaemonProcess(tmp_path / "root", *argv).start()
+        daemon.wait_for(lambda: daemon.log().count("all sources seen") == 2,
+                        "the restarted kubelet to have seen every source", timeout=30)
+        daemon.wait_for(lambda: daemon.healthz().status_code == 200, "healthz after the restart")
+        time.sleep(3)  # a few mirror pod rounds: nothing may be deleted meanwhile
+        assert mirrors() == before
+        deletes = apiserver.requests(verb="delete", resource="pods", since=restarted)
+        assert deletes == [], deletes
+    finally:
+        daemon.stop()

@@ -71,7 +71,7 @@ class FakePodsApi:
 
 def static_pod(name: str, hash_: str) -> Pod:
     return Pod(
-        metadata=ObjectMeta(name=name, namespace=NS, uid=f"static-{hash_}",
+        metadata=ObjectMeta(name=name, namespace=NS, uid=hash_,  # a static pod's UID is its config hash
                             annotations={"kubernetes.io/config.hash": hash_, "kubernetes.io/config.source": "file"}),
         spec=PodSpec(node_name="node1", containers=[Container(name="c", image="busybox")]),
     )
@@ -82,8 +82,10 @@ class Harness:
         self.api = FakePodsApi()
         self.board = PodStatuses()
         self.node_uid = node_uid
+        self.desired: set[str] | None = None  # None: the board's pods, as the sync loop wants them
         self.spec = ChildSpec("mirror-pods", mirror_pods_actor(
             client=self.api, statuses=self.board, node_name="node1", registered_node_uid=lambda: self.node_uid,
+            desired=lambda: self.desired if self.desired is not None else {p.metadata.uid for p in self.board.pods()},
         ))
 
     def mirror(self, name: str) -> dict[str, Any] | None:
@@ -104,7 +106,7 @@ async def test_a_static_pod_gets_a_mirror_pod_recreated_after_deletion_and_delet
         del h.api.pods["etcd-node1"]  # an admin deletes it
         await trio.sleep(10)
         assert h.mirror("etcd-node1")["metadata"]["uid"] == "m2"
-        h.board.remove("static-h1")  # the static pod is gone
+        h.board.remove("h1")  # the static pod is gone
         await trio.sleep(1.5)  # within a poll, not a period
         assert h.mirror("etcd-node1") is None
         assert h.api.calls[-1][1] == "DELETE"
@@ -115,7 +117,7 @@ async def test_an_edited_static_pod_gets_its_mirror_pod_replaced(autojump_clock)
     h.board.set(static_pod("etcd-node1", "h1"), PodStatus())
     async with running(h.spec):
         await trio.sleep(0.5)
-        h.board.remove("static-h1")
+        h.board.remove("h1")
         h.board.set(static_pod("etcd-node1", "h2"), PodStatus())
         await trio.sleep(1.5)
         mirror = h.mirror("etcd-node1")
@@ -156,3 +158,30 @@ async def test_with_no_static_pod_and_no_mirror_pod_nothing_is_listed_after_the_
     async with running(h.spec):
         await trio.sleep(35)
         assert h.api.verbs() == ["LIST"]  # a node running only API pods costs no list per period
+
+
+async def test_a_restarted_kubelet_leaves_mirror_pods_alone_until_it_knows_what_is_wanted(autojump_clock):
+    # After a restart the board fills pod by pod; a mirror pod whose static pod is wanted
+    # but not on the board yet is kept, and none is deleted before every source was seen.
+    h = Harness()
+    h.api.pods["etcd-node1"] = {"metadata": {"name": "etcd-node1", "namespace": NS, "uid": "m0",
+                                             "annotations": {"kubernetes.io/config.mirror": "h1"}},
+                                "spec": {"nodeName": "node1"}}
+    wanted: list[set[str] | None] = [None]
+    h.spec = ChildSpec("mirror-pods", mirror_pods_actor(
+        client=h.api, statuses=h.board, node_name="node1", registered_node_uid=lambda: "node-uid",
+        desired=lambda: wanted[0],
+    ))
+    async with running(h.spec):
+        await trio.sleep(30)  # sources not all seen yet: nothing deleted
+        assert "DELETE" not in h.api.verbs()
+        wanted[0] = {"h1"}  # the file source's pod is wanted, its worker has not published yet
+        await trio.sleep(30)
+        assert "DELETE" not in h.api.verbs() and h.mirror("etcd-node1")["metadata"]["uid"] == "m0"
+        h.board.set(static_pod("etcd-node1", "h1"), PodStatus(phase="Running"))
+        await trio.sleep(30)
+        assert h.api.verbs().count("CREATE") == 0 and h.mirror("etcd-node1")["metadata"]["uid"] == "m0"
+        wanted[0] = set()  # its manifest went away while the kubelet was down
+        h.board.remove("h1")
+        await trio.sleep(2)
+        assert h.mirror("etcd-node1") is None

@@ -350,3 +350,19 @@ async def test_admin_socket_without_debugging_handlers_says_it_serves_none():
     assert answer.status == 404
     assert msgspec.json.decode(answer.body) == {
         "error": "not found: GET /containerLogs/default/web/app: this daemon serves no /containerLogs"}
+
+
+async def test_the_admin_socket_is_made_0600_without_touching_the_process_umask(tmp_path, monkeypatch):
+    # A umask changed around an awaited bind would give files other tasks create meanwhile
+    # (an emptyDir, a termination-message file) the socket's mode.
+    from pykubelet.actors.server.http import open_unix
+
+    changed: list[int] = []
+    monkeypatch.setattr(os, "umask", lambda mask: changed.append(mask) or 0o022)
+    listener = await open_unix(str(tmp_path / "pykubelet.sock"))
+    try:
+        assert changed == []
+        assert stat.S_IMODE(os.stat(tmp_path / "pykubelet.sock").st_mode) == 0o600
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["pykubelet.sock"]  # no private dir left
+    finally:
+        await listener.aclose()

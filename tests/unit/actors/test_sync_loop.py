@@ -38,6 +38,8 @@ def pod(uid: str, image: str = "busybox") -> Pod:
 class Node:
     def __init__(self, max_pods: int = 110) -> None:
         self.seen: list[tuple[str, str, str]] = []  # (uid, what, detail)
+        self.free = trio.Event()
+        self.stalled = False
         self.statuses = PodStatuses()
         self.runtime_pods = RuntimePods()
         self.events = EventRecorder(CollectorRegistry(), host="node-1")
@@ -47,6 +49,8 @@ class Node:
             async def run(ctx):
                 self.seen.append((uid, "started", "with spec" if spec else "orphan"))
                 async for message in ctx.mailbox:
+                    if self.stalled:
+                        await self.free.wait()
                     if isinstance(message, TerminatePod):
                         self.seen.append((uid, "terminate", message.reason))
                         return
@@ -198,3 +202,16 @@ async def test_the_syncloop_check_fails_when_the_loop_is_stuck_longer_than_gos_d
         await trio.sleep(11)
         assert health.healthy
         nursery.cancel_scope.cancel()
+
+
+async def test_a_worker_with_a_full_mailbox_still_gets_the_newest_spec(node, autojump_clock):
+    # Go keeps one latest-wins pending update per pod: a burst of edits faster than the
+    # worker reads must not leave it on an older spec.
+    await node.send(PodUpdate(op="ADD", source="file", pods=[pod("a")]))
+    node.stalled = True
+    for version in range(1, 41):  # far past the worker mailbox's 16
+        await node.send(PodUpdate(op="UPDATE", source="file", pods=[pod("a", image=f"busybox:{version}")]))
+    node.free.set()
+    await trio.sleep(2.5)  # the loop delivers what waits after each message, housekeeping (2 s) included
+    synced = [detail for uid, what, detail in node.take() if what == "sync"]
+    assert synced[-1] == "busybox:40"

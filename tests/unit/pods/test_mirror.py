@@ -1,6 +1,6 @@
 """Mirror pod decisions (pods/mirror.py), as tables: each static pod gets one mirror pod
 owned by the Node; a deleted one is created again, one of an older manifest or being
-deleted is replaced, one whose static pod is gone is deleted; nothing is created while the
+deleted is replaced, one whose static pod is gone (once every source was seen) is deleted; nothing is created while the
 Node's UID is unknown or while two static pods share a name."""
 
 from __future__ import annotations
@@ -68,6 +68,15 @@ def kinds(actions: list) -> list[tuple[str, str]]:
 )
 def test_mirror_actions(statics, mirrors, node, expected):
     assert kinds(mirror_actions(keyed(*statics), keyed(*mirrors), node)) == expected
+
+
+@pytest.mark.parametrize(("desired", "expected"), [
+    pytest.param(None, [], id="sources not all seen: no orphan yet"),
+    pytest.param({"h1"}, [], id="wanted, not on the board yet: kept"),
+    pytest.param({"other"}, [("delete", "etcd")], id="not wanted: deleted"),
+])  # fmt: skip
+def test_a_mirror_pod_is_an_orphan_only_when_its_static_pod_is_not_wanted(desired, expected):
+    assert kinds(mirror_actions({}, keyed(mirror("etcd", "h1")), NODE, desired)) == expected
 
 
 def test_a_name_two_static_pods_share_is_left_alone_until_the_old_one_is_gone():
