@@ -3,44 +3,40 @@ HTTP endpoint): the live actor tree, the pods, the events, a container's log, a 
 in a container, and fault injection.
 
 This module is the command line. AdminClient (_client.py) is the thin HTTP port; rendering
-(_render.py) and the choice of pod and container (_targets.py) are pure; main() wires them.
+(_render.py, the pods table _pods.py) and the choice of pod and container (_targets.py) are
+pure; main() wires them.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from datetime import datetime, timezone
 from typing import BinaryIO, Sequence
 
 import msgspec
+import yaml
 from rich.console import Console
 from rich.live import Live
 
 from ._client import DEFAULT_SOCKET, PROG, RUN_TIMEOUT, AdminClient, InspectError
 from ._objects import Event, EventList, Pod, PodList
-from ._render import (
-    STATE_STYLES,
-    actor_label,
-    event_object,
-    human_age,
-    pod_status,
-    render_events,
-    render_pods,
-    render_tree,
-    watch_frame,
-)
+from ._pods import last_state, pod_age, pod_resources, pod_status, render_pods
+from ._render import STATE_STYLES, actor_label, event_object, human_age, render_events, render_tree, watch_frame
 from ._targets import choose_container, find_pod
 
 __all__ = [
     "DEFAULT_SOCKET", "PROG", "AdminClient", "InspectError", "Event", "EventList", "Pod", "PodList",
-    "STATE_STYLES", "actor_label", "event_object", "human_age", "pod_status", "render_events",
-    "render_pods", "render_tree", "watch_frame", "choose_container", "find_pod", "main",
+    "STATE_STYLES", "actor_label", "event_object", "human_age", "last_state", "pod_age", "pod_resources",
+    "pod_status", "render_events", "render_pods", "render_tree", "watch_frame", "choose_container", "find_pod",
+    "main",
 ]
 
 EXEC_USAGE = f"{PROG} exec POD [-n NAMESPACE] [-c CONTAINER] -- CMD [ARGS...]"
+_UNFOLDED = 2**31 - 1  # -o yaml's line width: PyYAML folds long strings at 80
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,7 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     tree.add_argument("-o", "--output", choices=["json"], help="the snapshot JSON as served")
 
     pods = commands.add_parser("pods", help="the pods this kubelet runs")
-    pods.add_argument("-o", "--output", choices=["json"], help="the PodList JSON as served")
+    pods.add_argument(
+        "-o", "--output", choices=["wide", "json", "yaml"],
+        help="wide: also IP, NODE, QOS, CPU and MEMORY (request/limit) and LAST STATE; "
+             "json, yaml: the PodList as served",
+    )
 
     events = commands.add_parser("events", help="what the kubelet did to its pods, oldest first")
     events.add_argument("-n", "--namespace", metavar="NS", help="only the events of pods in NS")
@@ -177,8 +177,12 @@ def _run(args: argparse.Namespace, command: list[str], client: AdminClient, cons
         pods, raw = client.pods()
         if args.output == "json":
             _print_json(raw)
+        elif args.output == "yaml":
+            _print_yaml(raw)
         else:
-            console.print(render_pods(pods, datetime.now(timezone.utc)))
+            now = datetime.now(timezone.utc)
+            table = render_pods(pods, now, wide=args.output == "wide", width=_terminal_width())
+            console.print(table, crop=False)  # the table fits itself; rich must cut no name
     elif args.command == "events":
         events, raw = client.events(args.namespace)
         if args.output == "json":
@@ -241,6 +245,18 @@ def _watch(client: AdminClient, console: Console, interval: float) -> int:
 
 def _print_json(raw: bytes) -> None:
     sys.stdout.write(msgspec.json.format(raw, indent=2).decode() + "\n")
+
+
+def _print_yaml(raw: bytes) -> None:
+    # The keys in the order served, as -o json keeps them; long strings unfolded, so that a
+    # message stays on one line for grep.
+    sys.stdout.write(yaml.safe_dump(msgspec.json.decode(raw), sort_keys=False, allow_unicode=True, width=_UNFOLDED))
+
+
+def _terminal_width() -> int | None:
+    """The terminal's width (COLUMNS first, as shutil reads it); None when stdout is no
+    terminal, so that a pipe gets every column, as kubectl's output does."""
+    return shutil.get_terminal_size(fallback=(0, 0)).columns or None
 
 
 def _silence_stdout() -> None:

@@ -12,6 +12,7 @@ class _ContainerState(msgspec.Struct):
     reason: str | None = None
     exitCode: int | None = None
     signal: int | None = None
+    finishedAt: str | None = None
 
 
 class _ContainerStateSet(msgspec.Struct):
@@ -24,21 +25,39 @@ class _ContainerStatus(msgspec.Struct):
     ready: bool = False
     restartCount: int = 0
     state: _ContainerStateSet | None = None
+    lastState: _ContainerStateSet | None = None
 
 
 class _PodStatus(msgspec.Struct):
     phase: str | None = None
     reason: str | None = None
+    podIP: str | None = None
+    qosClass: str | None = None
+    startTime: str | None = None
+    initContainerStatuses: list[_ContainerStatus] = []
     containerStatuses: list[_ContainerStatus] = []
+
+
+# The API writes quantities as strings; a hand-made PodList may write a number.
+_Quantities = dict[str, str | int | float]
+
+
+class _Resources(msgspec.Struct):
+    requests: _Quantities = {}
+    limits: _Quantities = {}
 
 
 class _Container(msgspec.Struct):
     name: str = ""
+    resources: _Resources | None = None
+    restartPolicy: str | None = None  # an init container's "Always" makes it a sidecar
 
 
 class _PodSpec(msgspec.Struct):
+    nodeName: str | None = None
     containers: list[_Container] = []
     initContainers: list[_Container] = []
+    overhead: _Quantities = {}
 
 
 class _ObjectMeta(msgspec.Struct):

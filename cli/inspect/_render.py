@@ -1,9 +1,10 @@
-"""Rendering for pykubelet-inspect, pure: the actor tree snapshot as a rich tree, the pods
-and the events as kubectl-like tables, the --watch frame. No I/O: the caller prints."""
+"""Rendering for pykubelet-inspect, pure: the actor tree snapshot as a rich tree, the events
+as a kubectl-like table, the --watch frame, and the ages both tables print (the pods table
+is _pods.py). No I/O: the caller prints."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -12,7 +13,7 @@ from rich.tree import Tree
 
 from pykubelet.messages.supervision import ActorSnapshot
 
-from ._objects import Event, EventList, Pod, PodList, _ContainerStateSet
+from ._objects import Event, EventList
 
 STATE_STYLES = {"running": "green", "restarting": "yellow", "failed": "bold red", "stopped": "dim"}
 
@@ -48,27 +49,6 @@ def _add_children(node: Tree, actor: ActorSnapshot) -> None:
         _add_children(node.add(actor_label(child)), child)
 
 
-def pod_status(pod: Pod) -> str:
-    """The STATUS column, as kubectl computes it: a container's waiting or terminated
-    reason wins over the phase, and a pod being deleted is Terminating."""
-    reason = pod.status.reason or pod.status.phase or "Unknown"
-    for status in reversed(pod.status.containerStatuses):
-        state = status.state or _ContainerStateSet()
-        if state.waiting is not None and state.waiting.reason:
-            reason = state.waiting.reason
-        elif state.terminated is not None:
-            term = state.terminated
-            if term.reason:
-                reason = term.reason
-            elif term.signal:
-                reason = f"Signal:{term.signal}"
-            else:
-                reason = f"ExitCode:{term.exitCode or 0}"
-    if pod.metadata.deletionTimestamp is not None:
-        reason = "Terminating"
-    return reason
-
-
 def human_age(seconds: float) -> str:
     """Kubernetes' HumanDuration (what kubectl prints in AGE), trimmed."""
     s = int(seconds)
@@ -94,35 +74,22 @@ def human_age(seconds: float) -> str:
     return f"{d // 365}y"
 
 
-def _age(timestamp: str | None, now: datetime) -> str:
+def parse_time(timestamp: str) -> datetime | None:
+    """An RFC 3339 time as the API writes it; None when it is not one. One without a zone
+    (hand-made) is taken as UTC, so that it compares with the others."""
+    try:
+        at = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+
+
+def age(timestamp: str | None, now: datetime) -> str:
+    """The AGE or LAST SEEN of a timestamp, "<unknown>" without one, as kubectl prints."""
     if not timestamp:
         return "<unknown>"
-    try:
-        created = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return "<invalid>"
-    return human_age((now - created).total_seconds())
-
-
-def render_pods(pods: PodList, now: datetime) -> RenderableType:
-    if not pods.items:
-        return Text("No pods.")
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"):
-        table.add_column(column, no_wrap=True)
-    for pod in pods.items:
-        statuses = pod.status.containerStatuses
-        total = max(len(pod.spec.containers), len(statuses))
-        ready = sum(1 for s in statuses if s.ready)
-        table.add_row(
-            pod.metadata.namespace,
-            pod.metadata.name,
-            f"{ready}/{total}",
-            pod_status(pod),
-            str(sum(s.restartCount for s in statuses)),
-            _age(pod.metadata.creationTimestamp, now),
-        )
-    return table
+    at = parse_time(timestamp)
+    return "<invalid>" if at is None else human_age((now - at).total_seconds())
 
 
 def event_object(event: Event) -> str:
@@ -145,7 +112,7 @@ def render_events(events: EventList, now: datetime, *, all_namespaces: bool = Tr
     ordered = sorted(events.items, key=lambda e: e.lastTimestamp or e.firstTimestamp or "")
     for event in ordered:
         row = [
-            _age(event.lastTimestamp or event.firstTimestamp, now),
+            age(event.lastTimestamp or event.firstTimestamp, now),
             Text(event.type, style="yellow" if event.type == "Warning" else ""),
             event.reason,
             event_object(event),

@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler
 
 import msgspec
 import pytest
+import yaml
 from rich.console import Console
 
 from pykubelet.cli import inspect
@@ -298,6 +299,62 @@ def test_pods_end_to_end(daemon, capsys):
     assert main(["--socket", daemon.server_address, "pods"]) == 0
     out = capsys.readouterr().out
     assert out.split("\n")[1].split()[:5] == ["default", "web", "1/1", "Running", "0"]
+
+
+WIDE_POD = pod("web", statuses=[container("app", restarts=1)])
+WIDE_POD["spec"]["nodeName"] = "node1"
+WIDE_POD["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m", "memory": "64Mi"},
+                                                  "limits": {"cpu": "200m", "memory": "128Mi"}}
+WIDE_POD["status"].update(podIP="10.88.0.5", qosClass="Burstable")
+WIDE_POD["status"]["containerStatuses"][0]["lastState"] = {
+    "terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2025-01-01T11:55:00Z"}}
+
+
+def test_pods_wide_end_to_end(daemon, capsys):
+    serve_json(daemon, "GET", "/pods", pod_list(WIDE_POD))
+    assert main(["--socket", daemon.server_address, "pods", "-o", "wide"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "QOS",
+                              "CPU", "MEMORY", "LAST", "STATE"]
+    assert row.split()[:5] + row.split()[6:12] == [
+        "default", "web", "1/1", "Running", "1", "10.88.0.5", "node1", "Burstable", "100m/200m", "64Mi/128Mi",
+        "OOMKilled"]
+
+
+def test_pods_wide_in_a_narrow_terminal_leaves_columns_out_and_says_so(daemon, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")
+    long_name = "a-static-pod-with-a-name-longer-than-the-terminal-is-wide-node1"
+    serve_json(daemon, "GET", "/pods", pod_list(WIDE_POD, pod(long_name, statuses=[container("app")])))
+    assert main(["--socket", daemon.server_address, "pods", "-o", "wide"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert lines[2].split()[:5] == ["default", long_name, "1/1", "Running", "0"]
+    assert " ".join(" ".join(lines[3:]).split()).startswith(
+        "(IP, NODE, QOS, CPU, MEMORY, LAST STATE left out: the terminal is 60 columns wide;")
+
+
+def test_pods_into_a_pipe_get_every_wide_column(daemon, capsys, monkeypatch):
+    def no_terminal(fd=1):
+        raise OSError(25, "Inappropriate ioctl for device")
+
+    monkeypatch.delenv("COLUMNS")
+    monkeypatch.setattr(os, "get_terminal_size", no_terminal)
+    serve_json(daemon, "GET", "/pods", pod_list(WIDE_POD))
+    assert main(["--socket", daemon.server_address, "pods", "-o", "wide"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[-2:] == ["LAST", "STATE"] and row.split()[-4:-2] == ["OOMKilled", "(137)"]
+    assert len(row.rstrip()) > 80  # what rich would have cut at its default width
+
+
+def test_pods_json_and_yaml_are_the_pod_list_as_served(daemon, capsys):
+    served = pod_list(WIDE_POD, pod("idle", namespace="kube-system", phase="Pending"))
+    serve_json(daemon, "GET", "/pods", served)
+    assert main(["--socket", daemon.server_address, "pods", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(served)
+    assert main(["--socket", daemon.server_address, "pods", "-o", "yaml"]) == 0
+    out = capsys.readouterr().out
+    assert yaml.safe_load(out) == json.loads(served)
+    assert out.startswith("kind: PodList\napiVersion: v1\nitems:\n- metadata:\n    name: web\n")  # as served
 
 
 def test_events_end_to_end_with_a_namespace_and_as_json(daemon, capsys):
