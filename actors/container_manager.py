@@ -168,6 +168,22 @@ class ContainerManager:
         await trio.to_thread.run_sync(ensure)
         return path
 
+    async def resize_pod(self, pod: Pod) -> None:
+        """The pod's cgroup brought to its spec's resources after an in-place resize (Go:
+        podContainerManager's SetPodCgroupConfig); raises CgroupError (a memory limit below
+        what the pod uses now is EBUSY)."""
+        if self.cgroups is None:
+            return
+        path, config = self.pod_cgroup(pod), self._pod_config(pod)
+
+        def update() -> None:
+            assert self.cgroups is not None
+            if self.cgroups.exists(path):
+                self.cgroups.update(path, config)
+            self._update_qos()
+
+        await trio.to_thread.run_sync(update)
+
     async def destroy_pod(self, uid: str) -> None:
         """Removes the pod's cgroup wherever it is (its QoS class may be unknown here: an
         orphan), killing what is left in it; the QoS shares follow."""

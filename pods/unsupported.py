@@ -24,7 +24,10 @@ _WHY_IGNORED = {
     "schedulingGroup": _SCHEDULERS,
     "preemptionPolicy": _SCHEDULERS,
     "windowsOptions": "is for Windows nodes; the kubelet on Linux ignores it",
-    "resizePolicy": "is read only by an in-place resize, which pykubelet does not do; ignored",
+    "resizePolicy": (
+        "RestartContainer is not honoured: pykubelet resizes every container in place "
+        "(UpdateContainerResources), as NotRequired does"
+    ),
     "ephemeralContainers": (
         "was added to the running pod (kubectl debug?); pykubelet does not run ephemeral containers"
     ),
@@ -118,9 +121,10 @@ def unsupported_fields(pod: Pod) -> UnsupportedFields:
             refused += [f"{path}.{field}" for field in _refused_container_fields(container, pod, init=init)]
             if container.security_context is not None and _set(container.security_context.windows_options):
                 ignored.append(f"{path}.securityContext.windowsOptions")
-            # Only an in-place resize reads it; pykubelet never resizes, so nothing differs
-            # at start and no restart it asks for is skipped.
-            if _set(container.resize_policy):
+            # Read by an in-place resize: NotRequired is what pykubelet does; RestartContainer
+            # (restart the container to resize it) is not done.
+            if any(isinstance(p, dict) and p.get("restartPolicy") == "RestartContainer"
+                   for p in container.resize_policy or ()):
                 ignored.append(f"{path}.resizePolicy")
 
     for i, volume in enumerate(spec.volumes):

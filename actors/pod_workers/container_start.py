@@ -90,6 +90,7 @@ class ContainerStarts:
             self._creating()
             container_id = await cri.create_container(sandbox_id, config, sandbox)
             self.created[1].append(container_id)
+            self.applied[container_id] = config.linux.resources
         except CriError as exc:
             return self._start_failed(pod, name, "CreateContainerError", exc, container_type)
         self.record(pod, name, "Normal", events.CREATED_CONTAINER, f"Created container {name}")

@@ -17,6 +17,7 @@ import random
 import time
 
 import trio
+from cri_api.v1 import api_pb2
 
 from pykubelet.actors import events
 from pykubelet.actors.events import pod_reference
@@ -92,6 +93,9 @@ class PodWorker(ContainerStarts, PodTermination):
         self.volumes_released = False
         self.hosts_error: str | None = None  # why the pod's /etc/hosts could not be written
         self.eviction: EvictPod | None = None  # the eviction manager's verdict: the pod ends Failed
+        # Container id -> the CRI resources it runs with, as created or last resized; a
+        # container adopted after a kubelet restart is not in it and gets its spec's once.
+        self.applied: dict[str, api_pb2.LinuxContainerResources] = {}
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -212,6 +216,7 @@ class PodWorker(ContainerStarts, PodTermination):
         if self._terminal(pod):
             await self._release_volumes()  # a finished pod keeps no secret mounted (Go: SyncTerminatedPod)
             return None
+        await self._resize(pod, runtime, actions)
         running = any(s.state == "ready" for s in runtime.sandboxes) and self.setup is not None
         try:
             self.setup = await self._set_up_volumes(pod)
@@ -361,6 +366,46 @@ class PodWorker(ContainerStarts, PodTermination):
             deps.metrics.pod_start_duration.observe(time.time() - self.first_seen)
         if previous is None or previous.phase != status.phase:
             log.info("pod phase %s", status.phase, extra=self.fields)
+
+    async def _resize(self, pod: Pod, runtime: PodRuntimeStatus, actions: PodActions) -> None:
+        """In-place resize (Go: doPodResizeAction): running containers whose spec's resources
+        differ from what they run with get UpdateContainerResources, and the pod's cgroup
+        its new limits — before the containers when it grows, after them when it shrinks
+        (a memory limit below what is in use is refused until the containers are smaller)."""
+        manager = self.deps.containers
+        if manager is None:
+            return
+        killed = {c.container_id for c in actions.containers_to_kill}
+        specs = {c.name: c for c in [*pod.spec.init_containers, *pod.spec.containers]}
+        changed = []
+        for name, cid in _running(runtime).items():
+            if name not in specs or cid in killed:
+                continue
+            wanted = manager.container_resources(pod, specs[name])
+            if self.applied.get(cid) != wanted:
+                changed.append((name, cid, wanted))
+        if not changed:
+            return
+        cri = self.deps.runtime.client
+        try:
+            await manager.resize_pod(pod)
+            pod_first = True
+        except CgroupError:
+            pod_first = False  # shrinking below what is in use: the containers first
+        for name, cid, wanted in changed:
+            try:
+                await cri.update_container_resources(cid, wanted)
+            except CriError as exc:
+                log.warning("resizing container %s failed: %s", name, exc, extra={**self.fields, "container": name})
+                continue
+            if cid in self.applied:
+                log.info("container resized in place", extra={**self.fields, "container": name})
+            self.applied[cid] = wanted
+        if not pod_first:
+            try:
+                await manager.resize_pod(pod)
+            except CgroupError as exc:
+                log.warning("resizing the pod's cgroup failed: %s", exc, extra=self.fields)
 
     def _kubelet_failure(self) -> KubeletFailure | None:
         eviction = self.eviction

@@ -226,6 +226,15 @@ class CriClient:
             timeout=self.request_timeout + timeout,
         )
 
+    async def update_container_resources(
+        self, container_id: str, linux: api_pb2.LinuxContainerResources
+    ) -> None:
+        """Apply new cpu/memory limits to a running container (in-place resize)."""
+        await self._call(
+            "update_container_resources", self._rt().UpdateContainerResources,
+            api_pb2.UpdateContainerResourcesRequest(container_id=container_id, linux=linux),
+        )
+
     async def remove_container(self, container_id: str) -> None:
         await self._call(
             "remove_container", self._rt().RemoveContainer,

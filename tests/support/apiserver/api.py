@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from tests.support.apiserver import authz, cluster, discovery, errors, patch, request_info, resources, reviews, schema, selectors, tokens, values
+from tests.support.apiserver import authz, cluster, discovery, errors, patch, request_info, resources, reviews, rules, schema, selectors, tokens, values
 from tests.support.apiserver.faults import Faults, RequestRecord, unix_now
 from tests.support.apiserver.graph import NodeGraph
 from tests.support.apiserver.httpserver import Request, Response
@@ -353,6 +353,8 @@ class KubeApi:
         elif subresource == "status":
             causes = resources.immutable_meta_causes(obj, old)
             causes += strategy.status_rules(obj, old) if strategy.status_rules else strategy.validate(obj)
+        elif subresource == "resize":
+            causes = rules.pod_resize(obj, old)
         else:
             causes = resources.immutable_meta_causes(obj, old)
             causes += strategy.update_rules(obj, old) if strategy.update_rules else strategy.validate(obj)

@@ -45,7 +45,7 @@ class Strategy:
 
 STRATEGIES: dict[tuple[str, str], Strategy] = {
     ("", "pods"): Strategy(
-        PODS, frozenset({"status", "binding"}), defaults.default_pod, rules.pod,
+        PODS, frozenset({"status", "binding", "resize"}), defaults.default_pod, rules.pod,
         has_status=True, generation=True, graceful=True, return_deleted_object=True,
         update_rules=rules.pod_update, status_rules=rules.pod_status_update,
     ),
@@ -86,6 +86,16 @@ def prepare_for_create(strategy: Strategy, obj: dict[str, Any]) -> None:
 
 def prepare_for_update(strategy: Strategy, new: dict[str, Any], old: dict[str, Any], subresource: str) -> dict[str, Any]:
     """The object to store for a write of `new` over `old` through the main resource or /status."""
+    if subresource == "resize":  # kube-apiserver's resize strategy: only the containers' resources
+        result = copy.deepcopy(old)
+        for kind in ("containers", "initContainers"):
+            wanted = {c.get("name"): c for c in (new.get("spec") or {}).get(kind) or ()}
+            for container in result["spec"].get(kind) or ():
+                if container.get("name") in wanted:
+                    container["resources"] = wanted[container["name"]].get("resources") or {}
+        if result["spec"] != old["spec"]:
+            result["metadata"]["generation"] = int(old["metadata"].get("generation", 0)) + 1
+        return result
     if subresource == "status":
         result = copy.deepcopy(old)
         if "status" in new:

@@ -152,6 +152,36 @@ def pod_update(new: dict[str, Any], old: dict[str, Any]) -> list[dict[str, str]]
     return causes
 
 
+def pod_resize(new: dict[str, Any], old: dict[str, Any]) -> list[dict[str, str]]:
+    """kube-apiserver's checks of pods/resize (in-place resize, GA in 1.35): a running pod's
+    containers' cpu and memory may change, its QoS class may not."""
+    causes = pod(new)
+    phase = (old.get("status") or {}).get("phase")
+    if phase in _TERMINAL:
+        causes.append(errors.forbidden_field("spec", f"pod resize may not be applied to a {phase} pod"))
+    before, after = _qos(old.get("spec") or {}), _qos(new.get("spec") or {})
+    if before != after:
+        causes.append(errors.invalid_value("spec.containers", after, f"Pod QOS Class may not change as a result of resizing (was {before})"))
+    return causes
+
+
+def _qos(spec: dict[str, Any]) -> str:
+    """GetPodQOS over a spec in API form (cpu and memory; a missing request is its limit)."""
+    requests: dict[str, bool] = {}
+    guaranteed, any_set = True, False
+    for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+        res = container.get("resources") or {}
+        limits = {k: v for k, v in (res.get("limits") or {}).items() if k in ("cpu", "memory")}
+        reqs = {**limits, **{k: v for k, v in (res.get("requests") or {}).items() if k in ("cpu", "memory")}}
+        any_set = any_set or bool(limits) or bool(reqs)
+        if set(limits) != {"cpu", "memory"} or any(reqs.get(k) != limits.get(k) for k in limits):
+            guaranteed = False
+        requests.update(reqs)
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
 def pod_status_update(new: dict[str, Any], old: dict[str, Any]) -> list[dict[str, str]]:
     causes: list[dict[str, str]] = []
     status, old_status = new.get("status") or {}, old.get("status") or {}

@@ -100,7 +100,7 @@ IGNORED = [
     ("container-windowsOptions", {"containers": [C, container(name="d", securityContext={
         "windowsOptions": {"hostProcess": True}})]}, "spec.containers[1].securityContext.windowsOptions"),
     ("resizePolicy", {"containers": [C, container(name="d", resizePolicy=[
-        {"resourceName": "cpu", "restartPolicy": "NotRequired"}])]}, "spec.containers[1].resizePolicy"),
+        {"resourceName": "cpu", "restartPolicy": "RestartContainer"}])]}, "spec.containers[1].resizePolicy"),
 ]  # fmt: skip
 
 
@@ -160,7 +160,7 @@ def test_a_pod_setting_several_gets_every_one_named_pod_fields_first():
         "hostUsers": False,
         "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}],
         "initContainers": [container(name="i", volumeDevices=[{"name": "b", "devicePath": "/dev/b"}])],
-        "containers": [C, container(name="d", resizePolicy=[{"resourceName": "memory", "restartPolicy": "NotRequired"}],
+        "containers": [C, container(name="d", resizePolicy=[{"resourceName": "memory", "restartPolicy": "RestartContainer"}],
                                     securityContext={"seLinuxOptions": {"level": "s0"}})],
     })  # fmt: skip
     assert unsupported_fields(mixed) == (
