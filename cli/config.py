@@ -423,6 +423,8 @@ def _read_yaml(path: str, where: str) -> dict:
         document = yaml.load(data, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader
     except _DuplicateKey as error:
         raise ConfigurationError(f"{where}: {error.problem}") from None
+    except RecursionError:
+        raise ConfigurationError(f"{where}: not valid YAML: nested too deeply; fix the file") from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -8,7 +8,6 @@ pkg/util/tail. The file I/O lives in ports/container_log_reader.py.
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
 from collections.abc import Mapping
@@ -33,6 +32,8 @@ _RECORD = re.compile(rb"(" + _STAMP + rb") (stdout|stderr) ([^ ]*) ")
 # The common record, a full line (the fast path matches only this).
 _FULL_RECORD = re.compile(rb"(?:" + _STAMP + rb") std(?:out|err) F ")
 _NL = b"\n"
+_YEAR_0 = -62167219200.0  # 0000-01-01T00:00:00Z, the oldest time a record can have
+_YEAR_10000_NS = 253402300800 * 1_000_000_000  # 10000-01-01T00:00:00Z
 
 
 class LogOptionsError(ValueError):
@@ -194,12 +195,23 @@ def stamp_to_ns(stamp: bytes) -> int:
     match = _STAMP_PARTS.match(stamp)
     assert match is not None, stamp
     year, month, day, hour, minute, second, fraction, sign, off_h, off_m = match.groups()
-    seconds = calendar.timegm((int(year), int(month), int(day), int(hour), int(minute), int(second)))
+    seconds = _days_from_civil(int(year), int(month), int(day)) * 86400
+    seconds += int(hour) * 3600 + int(minute) * 60 + int(second)
     if sign:
         offset = int(off_h) * 3600 + int(off_m) * 60
         seconds -= offset if sign == b"+" else -offset
     nanos = int(fraction[:9].ljust(9, b"0")) if fraction else 0
     return seconds * 1_000_000_000 + nanos
+
+
+def _days_from_civil(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 in the proleptic Gregorian calendar, year 0 included (Go's
+    time.Parse takes "0000-01-01"; calendar.timegm refuses year 0)."""
+    year -= month <= 2
+    era, yoe = divmod(year, 400)
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
 
 
 def fixed_timestamp(stamp: bytes) -> bytes:
@@ -232,6 +244,8 @@ class LogWriter:
     def __init__(self, options: LogOptions, *, now: float) -> None:
         self._timestamps = options.timestamps
         since = options.since(now)
+        if since is not None and since < _YEAR_0:  # a huge sinceSeconds: every record is newer
+            since = None
         self._since_ns = None if since is None else round(since * 1_000_000_000)
         # Records in UTC compare by their first 19 bytes unless they share since's second.
         self._since_head = None if since is None else _utc_head(self._since_ns)
@@ -310,6 +324,8 @@ class LogWriter:
 
 
 def _utc_head(ns: int) -> bytes:
+    if ns >= _YEAR_10000_NS:  # after every record's time; a 5-digit year would compare wrong
+        return b"\xff" * 19
     t = time.gmtime(ns // 1_000_000_000)
     return b"%04d-%02d-%02dT%02d:%02d:%02d" % (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
 

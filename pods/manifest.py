@@ -106,6 +106,9 @@ def _parse(data: bytes, origin: str) -> Any:
             return msgspec.json.decode(text)
         except msgspec.DecodeError as exc:
             return _parse_json_error(text, exc, origin)
+        except UnicodeDecodeError as exc:  # msgspec's error for a string that is not UTF-8
+            line = text.count(b"\n", 0, exc.start) + 1
+            raise ManifestError(origin, f"not valid JSON at line {line}: not UTF-8 ({exc.reason})") from None
     try:
         documents = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
     except yaml.MarkedYAMLError as exc:
@@ -139,28 +142,33 @@ def _drop_nulls(value: Any) -> Any:
     return value
 
 
+def _list(value: Any) -> list:
+    # A field of the wrong type is left for msgspec.convert to name.
+    return value if isinstance(value, list) else []
+
+
 def _typed_pod(raw: dict, where: str, origin: str) -> Pod:
-    spec = raw.get("spec") or {}
-    for i, volume in enumerate(spec.get("volumes") or []):
+    spec = raw.get("spec") if isinstance(raw.get("spec"), dict) else {}
+    for i, volume in enumerate(_list(spec.get("volumes"))):
         if not isinstance(volume, dict):
             continue
         if isinstance(volume.get("projected"), dict):
-            for j, projection in enumerate(volume["projected"].get("sources") or []):
-                if isinstance(projection, dict) and (refused := sorted(set(projection) - _STATIC_POD_PROJECTIONS)):
+            for j, projection in enumerate(_list(volume["projected"].get("sources"))):
+                if isinstance(projection, dict) and (refused := sorted(map(str, set(projection) - _STATIC_POD_PROJECTIONS))):
                     raise ManifestError(
                         origin,
                         f"{where}spec.volumes[{i}].projected.sources[{j}].{refused[0]}: a static pod may not "
                         "reference API objects (it must run without the API server); use hostPath or downwardAPI",
                     )
             volume = {k: v for k, v in volume.items() if k != "projected"}
-        if unsupported := sorted(set(volume) - _STATIC_POD_VOLUME_TYPES):
+        if unsupported := sorted(map(str, set(volume) - _STATIC_POD_VOLUME_TYPES)):
             raise ManifestError(
                 origin,
                 f"{where}spec.volumes[{i}].{unsupported[0]}: volume type not supported in a static pod "
                 "(a static pod may use hostPath, emptyDir, downwardAPI and projected downwardAPI volumes)",
             )
     for kind in ("initContainers", "containers"):
-        for i, container in enumerate(spec.get(kind) or []):
+        for i, container in enumerate(_list(spec.get(kind))):
             if not isinstance(container, dict):
                 continue
             if container.get("envFrom"):
@@ -168,7 +176,7 @@ def _typed_pod(raw: dict, where: str, origin: str) -> Pod:
                     origin,
                     f"{where}spec.{kind}[{i}].envFrom: a static pod may not reference ConfigMaps or Secrets",
                 )
-            for j, env in enumerate(container.get("env") or []):
+            for j, env in enumerate(_list(container.get("env"))):
                 source = env.get("valueFrom") if isinstance(env, dict) else None
                 for ref in ("configMapKeyRef", "secretKeyRef"):
                     if isinstance(source, dict) and ref in source:

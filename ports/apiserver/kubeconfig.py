@@ -129,6 +129,8 @@ def load_kubeconfig(path: str) -> Credentials:
                               "check the path and the file's permissions") from None
     try:
         doc = yaml.safe_load(raw)
+    except RecursionError:
+        raise KubeconfigError(path, None, "not valid YAML (nested too deeply); fix the file") from None
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
@@ -147,7 +149,7 @@ def load_kubeconfig(path: str) -> Credentials:
         raise KubeconfigError(path, "current-context", "not set; set it to one of the contexts "
                               f"({_names(contexts)}) with `kubectl config use-context NAME "
                               f"--kubeconfig {path}`")
-    if current not in contexts:
+    if not isinstance(current, str) or current not in contexts:
         raise KubeconfigError(path, "current-context", f"context {current!r} not found "
                               f"(contexts: {_names(contexts)}); add it under contexts or "
                               "set current-context to an existing one")
@@ -156,11 +158,11 @@ def load_kubeconfig(path: str) -> Credentials:
     user_name = context.get("user")
     clusters = _named(doc, "clusters", "cluster", path)
     users = _named(doc, "users", "user", path)
-    if not cluster_name or cluster_name not in clusters:
+    if not isinstance(cluster_name, str) or cluster_name not in clusters:
         raise KubeconfigError(path, f"contexts[{current}].cluster",
                               f"cluster {cluster_name!r} not found (clusters: {_names(clusters)}); "
                               "name a cluster defined under clusters")
-    if not user_name or user_name not in users:
+    if not isinstance(user_name, str) or user_name not in users:
         raise KubeconfigError(path, f"contexts[{current}].user",
                               f"user {user_name!r} not found (users: {_names(users)}); "
                               "name a user defined under users")
@@ -225,7 +227,10 @@ class _Loader:
         if not server:
             raise self.error(f"{where}.server", "required; set the API server's URL, "
                              "e.g. https://10.0.0.1:6443")
-        parts = urlsplit(str(server))
+        try:
+            parts = urlsplit(str(server))
+        except ValueError as exc:  # "https://[::1": an unclosed IPv6 host
+            raise self.error(f"{where}.server", f"{server!r}: {exc}; use https://HOST:PORT") from None
         if parts.scheme != "https":
             raise self.error(f"{where}.server", f"{server!r} is not an https URL; pykubelet "
                              "talks to the API server over TLS only: use https://HOST:PORT")

@@ -22,8 +22,8 @@ class WatchEvent(msgspec.Struct, frozen=True):
 
     @property
     def resource_version(self) -> str:
-        metadata = self.object.get("metadata") or {}
-        return str(metadata.get("resourceVersion") or "")
+        metadata = self.object.get("metadata")
+        return str(metadata.get("resourceVersion") or "") if isinstance(metadata, dict) else ""
 
 
 _decoder = msgspec.json.Decoder(WatchEvent)
@@ -60,6 +60,6 @@ class WatchDecoder:
 def decode_event(line: bytes) -> WatchEvent:
     try:
         return _decoder.decode(line)
-    except msgspec.DecodeError as exc:  # ValidationError included
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # ValidationError included; a string not UTF-8
         shown = line[:200].decode("utf-8", "replace")
         raise ValueError(f"not a watch event ({exc}): {shown!r}") from None

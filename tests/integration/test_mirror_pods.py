@@ -48,6 +48,7 @@ async def test_a_static_pod_gets_a_mirror_pod_recreated_after_deletion_and_delet
     async with node_client(server) as client:
         mirrors = ChildSpec("mirror-pods", mirror_pods_actor(
             client=client, statuses=board, node_name=NODE, registered_node_uid=lambda: node_uid,
+            desired=lambda: {p.metadata.uid for p in board.pods()},  # as the sync loop wants them
             period=0.5, poll=0.1,
         ))
         manager = ChildSpec("status-manager", status_manager_actor(client=client, statuses=board, period=0.5, poll=0.1))
