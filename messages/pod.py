@@ -533,6 +533,9 @@ class ContainerStatus(_K8s):
     image_id: str = msgspec.field(default="", name="imageID")
     container_id: str = msgspec.field(default="", name="containerID")
     started: bool | None = None
+    # In-place resize (GA in 1.35): what a running container was given, and what it runs with.
+    allocated_resources: dict[str, str] | None = None
+    resources: ResourceRequirements | None = None
 
 
 class PodCondition(_K8s):

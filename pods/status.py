@@ -25,6 +25,7 @@ from pykubelet.messages.pod import (
     PodCondition,
     PodIP,
     PodStatus,
+    ResourceRequirements,
 )
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
 
@@ -186,6 +187,16 @@ class KubeletFailure:
     condition: PodCondition | None = None
 
 
+def _resources_of(spec: Container) -> tuple[dict[str, str] | None, ResourceRequirements | None]:
+    """A running container's allocatedResources (its requests, a missing one its limit) and
+    resources (what the kubelet applied: its spec's, resized in place when it changes)."""
+    if spec.resources is None or not (spec.resources.requests or spec.resources.limits):
+        return None, None
+    requests = {**spec.resources.limits, **spec.resources.requests}
+    applied = ResourceRequirements(requests=requests, limits=dict(spec.resources.limits))
+    return requests or None, applied
+
+
 def _with_transition_time(condition: PodCondition, old: list[PodCondition], now: str) -> PodCondition:
     for previous in old:
         same = previous.type == condition.type and previous.status == condition.status
@@ -311,6 +322,7 @@ class _Context:
         )
         if c.state == "running":
             status.state = ContainerState(running=ContainerStateRunning(started_at=_time(c.started_at)))
+            status.allocated_resources, status.resources = _resources_of(spec)
         elif c.state == "created":
             status.state = ContainerState(waiting=ContainerStateWaiting(reason=CONTAINER_CREATING))
         elif c.state == "exited":

@@ -56,6 +56,9 @@ def test_a_resized_pod_gets_its_new_limits_without_a_restart(node_daemon, apiser
         assert (cpu / container_id / "cpu.cfs_quota_us").read_text().strip() == "40000"
     after = status()["containerStatuses"][0]
     assert after["containerID"].endswith(container_id) and after["restartCount"] == 0  # resized in place
+    daemon.wait_for(lambda: status()["containerStatuses"][0].get("resources", {}).get("limits", {}).get("memory")
+                    == "128Mi", "the status to show the new limits")
+    assert status()["containerStatuses"][0]["allocatedResources"] == {"cpu": "100m", "memory": "32Mi"}
 
     # The QoS class may not change: the API server refuses such a resize.
     refused = apiserver.admin.patch(
