@@ -13,7 +13,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pykubelet.messages.pod import Container, NodeSelectorRequirement, NodeSelectorTerm, Pod
+from pykubelet.messages.pod import NodeSelectorRequirement, NodeSelectorTerm, Pod, PodCondition
+
+from .container_resources import pod_requests
 from pykubelet.pods.security_context import security_admission
 from pykubelet.pods.resources import parse_quantity
 from pykubelet.pods.unsupported import unsupported_fields
@@ -75,17 +77,17 @@ def admit(
     others = list(running_pods)
     if "pods" in allocatable and len(others) + 1 > allocatable["pods"]:
         return _insufficient("pods", 1, len(others), allocatable["pods"])
-    wanted = pod_requests(pod)
-    if wanted["cpu"] or wanted["memory"]:
+    wanted = pod_requests(pod)  # Go's resource.PodRequests: sidecars, init peaks, overhead
+    if wanted.get("cpu") or wanted.get("memory"):
         used = {"cpu": 0, "memory": 0}
         for other in others:
             requests = pod_requests(other)
-            used["cpu"] += requests["cpu"]
-            used["memory"] += requests["memory"]
+            used["cpu"] += requests.get("cpu", 0)
+            used["memory"] += requests.get("memory", 0)
         for resource in ("cpu", "memory"):
-            capacity = allocatable.get(resource)
-            if capacity is not None and wanted[resource] > 0 and wanted[resource] > capacity - used[resource]:
-                return _insufficient(resource, wanted[resource], used[resource], capacity)
+            capacity, requested = allocatable.get(resource), wanted.get(resource, 0)
+            if capacity is not None and requested > 0 and requested > capacity - used[resource]:
+                return _insufficient(resource, requested, used[resource], capacity)
     if not matches_node_selector(pod, node_name=node_name, node_labels=node_labels):
         return Admission(False, NODE_AFFINITY, NODE_AFFINITY_MESSAGE)
     if pod.spec.node_name and pod.spec.node_name != node_name:
@@ -112,43 +114,6 @@ def _insufficient(resource: str, requested: int, used: int, capacity: int) -> Ad
 
 
 # --- requests ------------------------------------------------------------------------
-
-
-def _container_requests(container: Container) -> dict[str, int]:
-    requests = container.resources.requests if container.resources else {}
-    return {
-        "cpu": _millis(requests["cpu"]) if "cpu" in requests else 0,
-        "memory": _units(requests["memory"]) if "memory" in requests else 0,
-    }
-
-
-def pod_requests(pod: Pod) -> dict[str, int]:
-    """The pod's effective requests {"cpu": millicores, "memory": bytes}, as Go's
-    resource.PodRequests: the app containers and sidecars (restartPolicy Always init
-    containers) add up; a plain init container runs alone (beside the sidecars started
-    before it), so the pod needs the larger of the two."""
-    total = {"cpu": 0, "memory": 0}
-    for container in pod.spec.containers:
-        _add(total, _container_requests(container))
-    sidecars = {"cpu": 0, "memory": 0}
-    init_peak = {"cpu": 0, "memory": 0}
-    for container in pod.spec.init_containers:
-        requests = _container_requests(container)
-        if container.restart_policy == "Always":
-            _add(total, requests)
-            _add(sidecars, requests)
-            during = dict(sidecars)
-        else:
-            during = dict(requests)
-            _add(during, sidecars)
-        for name in init_peak:
-            init_peak[name] = max(init_peak[name], during[name])
-    return {name: max(total[name], init_peak[name]) for name in total}
-
-
-def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
-    for name, value in more.items():
-        into[name] += value
 
 
 def _millis(text: str) -> int:
@@ -239,3 +204,33 @@ def _int64(text: str) -> int | None:
     value = int(text)
     return value if -(2**63) <= value < 2**63 else None
 
+
+
+# --- in-place resize ------------------------------------------------------------------
+
+
+POD_RESIZE_PENDING = "PodResizePending"
+
+
+def resize_pending(pod: Pod, *, allocatable: Mapping[str, int], running_pods: Iterable[Pod]) -> PodCondition | None:
+    """Whether a resized pod's new requests fit the node (Go: the allocation manager's
+    handlePodResourcesResize): None when they do; else the PodResizePending condition,
+    reason Infeasible when the pod alone is larger than the node's allocatable, Deferred
+    when it does not fit next to the others now. allocatable as admit()'s."""
+    wanted = pod_requests(pod)
+    others = [pod_requests(p) for p in running_pods if p.metadata.uid != pod.metadata.uid]
+    for resource in ("cpu", "memory"):
+        capacity = allocatable.get(resource)
+        requested = wanted.get(resource, 0)
+        if capacity is None or not requested:
+            continue
+        if requested > capacity:
+            return PodCondition(type=POD_RESIZE_PENDING, status="True", reason="Infeasible",
+                                message=f"Node didn't have enough capacity: {resource}, requested: {requested}, "
+                                        f"capacity: {capacity}")
+        used = sum(o.get(resource, 0) for o in others)
+        if used + requested > capacity:
+            return PodCondition(type=POD_RESIZE_PENDING, status="True", reason="Deferred",
+                                message=f"Node didn't have enough resource: {resource}, requested: {requested}, "
+                                        f"used: {used}, capacity: {capacity}")
+    return None

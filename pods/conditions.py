@@ -17,7 +17,7 @@ INITIALIZED = "Initialized"
 CONTAINERS_READY = "ContainersReady"
 READY = "Ready"
 KUBELET_CONDITIONS = frozenset(
-    {POD_SCHEDULED, POD_READY_TO_START_CONTAINERS, INITIALIZED, CONTAINERS_READY, READY}
+    {POD_SCHEDULED, POD_READY_TO_START_CONTAINERS, INITIALIZED, CONTAINERS_READY, READY, "PodResizePending"}
 )
 # Conditions others set too, which the kubelet sets when it evicts (Go: PodConditionSharedByKubelet).
 SHARED_CONDITIONS = frozenset({"DisruptionTarget"})

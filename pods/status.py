@@ -85,6 +85,7 @@ def compute_pod_status(
     pod_is_terminal: bool = False,
     active_deadline_exceeded: bool = False,
     evicted: KubeletFailure | None = None,
+    resize_pending: PodCondition | None = None,
 ) -> PodStatus:
     """The pod's API status.
 
@@ -102,6 +103,7 @@ def compute_pod_status(
         the active deadline handler's ShouldEvict).
     evicted: the eviction manager's verdict: phase Failed with its reason and message, and
         a DisruptionTarget condition when it carries one (Go: the status killPodFunc sets).
+    resize_pending: the PodResizePending condition of a resize that does not fit the node.
 
     Conditions the kubelet does not own (readiness gates' and others') are kept as the
     API holds them in pod.status; Ready also waits for every readiness gate's condition.
@@ -152,6 +154,7 @@ def compute_pod_status(
         ready_condition(pod, all_statuses, phase, [*kept, ready_to_start, initialized]),
         containers_ready_condition(pod, all_statuses, phase),
         PodCondition(type=POD_SCHEDULED, status="True"),
+        *([resize_pending] if resize_pending is not None else []),
     ]
     conditions = kept + [_with_transition_time(c, old.conditions, now) for c in generated]
 

@@ -26,6 +26,7 @@ from pykubelet.messages.pod_updates import EvictedPod, EvictPod, PodWorkerMessag
 from pykubelet.messages.probes import ProbeTargets
 from pykubelet.messages.runtime import PodRuntimeStatus
 from pykubelet.pods.actions import PodActions, compute_pod_actions, probe_kill
+from pykubelet.pods.admission import node_allocatable, resize_pending
 from pykubelet.pods.active_deadline import (
     DEADLINE_EXCEEDED,
     DEADLINE_EXCEEDED_MESSAGE,
@@ -96,6 +97,7 @@ class PodWorker(ContainerStarts, PodTermination):
         # Container id -> the CRI resources it runs with, as created or last resized; a
         # container adopted after a kubelet restart is not in it and gets its spec's once.
         self.applied: dict[str, api_pb2.LinuxContainerResources] = {}
+        self.resize_pending: PodCondition | None = None  # a resize that does not fit the node
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -354,6 +356,7 @@ class PodWorker(ContainerStarts, PodTermination):
             started=deps.probe_results.started(self.uid, running),
             active_deadline_exceeded=exceeded,
             evicted=self._kubelet_failure(),
+            resize_pending=self.resize_pending,
         )
         if exceeded and status.reason == DEADLINE_EXCEEDED and not self.deadline_reported:
             self.deadline_reported = True
@@ -385,6 +388,11 @@ class PodWorker(ContainerStarts, PodTermination):
             if self.applied.get(cid) != wanted:
                 changed.append((name, cid, wanted))
         if not changed:
+            self.resize_pending = None
+            return
+        self.resize_pending = self._resize_fits(pod)
+        if self.resize_pending is not None:
+            log.info("resize pending: %s", self.resize_pending.message, extra=self.fields)
             return
         cri = self.deps.runtime.client
         try:
@@ -406,6 +414,11 @@ class PodWorker(ContainerStarts, PodTermination):
                 await manager.resize_pod(pod)
             except CgroupError as exc:
                 log.warning("resizing the pod's cgroup failed: %s", exc, extra=self.fields)
+
+    def _resize_fits(self, pod: Pod) -> PodCondition | None:
+        allocatable = node_allocatable(self.deps.node.allocatable)
+        others = [p for p in self.deps.statuses.pod_list().items if p.status.phase not in ("Succeeded", "Failed")]
+        return resize_pending(pod, allocatable=allocatable, running_pods=others)
 
     def _kubelet_failure(self) -> KubeletFailure | None:
         eviction = self.eviction

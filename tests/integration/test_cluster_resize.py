@@ -60,6 +60,20 @@ def test_a_resized_pod_gets_its_new_limits_without_a_restart(node_daemon, apiser
                     == "128Mi", "the status to show the new limits")
     assert status()["containerStatuses"][0]["allocatedResources"] == {"cpu": "100m", "memory": "32Mi"}
 
+    # A resize larger than the node stays pending, as Go reports it; nothing is applied.
+    huge = apiserver.admin.patch(
+        f"{NS}/pods/elastic/resize", headers={"Content-Type": "application/strategic-merge-patch+json"},
+        json={"spec": {"containers": [{"name": "app", "resources": {
+            "requests": {"cpu": "100m", "memory": "100Ti"}, "limits": {"cpu": "400m", "memory": "200Ti"}}}]}})
+    assert huge.status_code == 200, huge.text
+
+    def pending() -> dict:
+        return next((c for c in status().get("conditions", []) if c["type"] == "PodResizePending"), {})
+
+    daemon.wait_for(lambda: pending().get("reason") == "Infeasible", "the resize pending as Infeasible")
+    assert pending()["message"].startswith("Node didn't have enough capacity: memory")
+    assert memory_limit(pod_cgroup / container_id) == 128 * Mi
+
     # The QoS class may not change: the API server refuses such a resize.
     refused = apiserver.admin.patch(
         f"{NS}/pods/elastic/resize", headers={"Content-Type": "application/strategic-merge-patch+json"},

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from pykubelet.messages.pod import Pod
-from pykubelet.pods.admission import NODE_AFFINITY_MESSAGE, admit, node_allocatable, pod_requests
+from pykubelet.pods.admission import NODE_AFFINITY_MESSAGE, admit, node_allocatable, pod_requests, resize_pending
 
 NODE = "node-a"
 LABELS = {"kubernetes.io/hostname": "node-a", "kubernetes.io/os": "linux", "disk": "ssd", "cores": "8"}
@@ -58,8 +58,9 @@ def test_a_pod_that_fits_is_admitted():
         (pod({"containers": [{"name": "c", "resources": {"requests": {"cpu": "3", "memory": "5Gi"}}}],
               "nodeSelector": {"disk": "hdd"}}), [],
          ("OutOfcpu", "Node didn't have enough resource: cpu, requested: 3000, used: 0, capacity: 2000")),
-        # limits only: no request counted here (the API server's defaulting copies them)
-        (pod({"containers": [{"name": "c", "resources": {"limits": {"cpu": "3"}}}]}), [], None),
+        # limits only: the request is the limit (API defaulting; Go defaults static pods too)
+        (pod({"containers": [{"name": "c", "resources": {"limits": {"cpu": "3"}}}]}), [],
+         ("OutOfcpu", "Node didn't have enough resource: cpu, requested: 3000, used: 0, capacity: 2000")),
         (requesting(cpu="1"), [requesting(cpu="1", name="a")], None),  # exactly full fits
     ],
     ids=["pods", "cpu", "memory", "cpu-first", "limits-only", "exactly-full"],
@@ -159,7 +160,7 @@ def containers(*specs: tuple[str, str | None, str | None]) -> list[dict]:
 )
 def test_pod_requests_take_the_max_of_init_and_app_containers_as_go(app, init, cpu):
     candidate = pod({"containers": containers(*app), "initContainers": containers(*init)})
-    assert pod_requests(candidate) == {"cpu": cpu, "memory": 0}
+    assert pod_requests(candidate).get("cpu", 0) == cpu
 
 
 def test_init_container_requests_count_in_admission():
@@ -218,3 +219,22 @@ def test_fields_the_kubelet_ignores_do_not_reject():
 )  # fmt: skip
 def test_a_pod_for_another_os_is_rejected_with_gos_reasons(candidate, expected):
     assert check(candidate) == ((True, "", "") if expected is None else (False, *expected))
+
+
+def _sized(uid: str, cpu: str) -> Pod:
+    candidate = pod({"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]})
+    candidate.metadata.uid = uid
+    return candidate
+
+
+@pytest.mark.parametrize("cpu, others, expected", [
+    ("500m", ["1"], None),  # fits beside the others
+    ("3", [], ("Infeasible", "Node didn't have enough capacity: cpu, requested: 3000, capacity: 2000")),
+    ("1500m", ["1"], ("Deferred", "Node didn't have enough resource: cpu, requested: 1500, used: 1000, capacity: 2000")),
+])  # fmt: skip
+def test_a_resize_that_does_not_fit_is_pending_as_go_says_why(cpu, others, expected):
+    resized = _sized("me", cpu)
+    running = [resized, *(_sized(f"o{i}", c) for i, c in enumerate(others))]
+    condition = resize_pending(resized, allocatable={"cpu": 2000, "memory": 4 * 2**30}, running_pods=running)
+    assert (None if condition is None else (condition.reason, condition.message)) == expected
+    assert condition is None or (condition.type, condition.status) == ("PodResizePending", "True")
