@@ -292,7 +292,7 @@ def _under(root: str | None, rel: str) -> str | None:
 
 
 def scan_cgroups(
-    mounts: CgroupMounts, container_ids: set[str], pod_uids: set[str], *, max_depth: int = 6
+    mounts: CgroupMounts, container_ids: set[str], pod_uids: set[str], *, max_depth: int = 10
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Find the cgroups of these containers (and sandboxes) and pods by folder name, as
     cAdvisor maps cgroups to CRI containers, without asking the runtime: {id: path},

@@ -255,7 +255,12 @@ class Supervisor:
             mailbox.discard_pending()  # what was sent to the dead incarnation dies with it
         ctx = ActorContext(self, child, mailbox)
         assert self._nursery is not None
-        await self._nursery.start(self._run_incarnation, child, incarnation, ctx)
+        # Shielded: a supervisor cancelled right now (SIGTERM, its parent stopping it) must
+        # still hand the incarnation over to its nursery. Unshielded, trio leaves a task
+        # whose start() caller was cancelled in the caller's care, and this one, shielded
+        # itself, would never end: the tree would never stop. The handover does not block.
+        with trio.CancelScope(shield=True):
+            await self._nursery.start(self._run_incarnation, child, incarnation, ctx)
 
     async def _run_incarnation(
         self, child: _Child, incarnation: _Incarnation, ctx: ActorContext, task_status

@@ -20,8 +20,9 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 @pytest.fixture(scope="session", autouse=True)
 def _test_cgroups_removed():
-    """Daemons under test keep their pods' cgroups under one root (tests/support/daemon.py);
-    set up first, this ends last, after every containerd: what is left there is removed."""
+    """Daemons under test keep their pods' cgroups under one root per session
+    (tests/support/daemon.py); set up first, this ends last, after every containerd: what
+    is left there is removed, and nothing of another session's."""
     yield
     if os.geteuid() != 0:
         return

@@ -18,7 +18,7 @@ from pykubelet.messages.pod_updates import TerminatePod
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
 from pykubelet.pods.manifest import CONFIG_SOURCE
 from pykubelet.ports.cgroups import CgroupError
-from pykubelet.ports.cri import CriNotFound
+from pykubelet.ports.cri import CriError, CriNotFound
 from pykubelet.ports.cri.pods import read_pod_status
 
 from .hooks import HookFailed, ports_by_name, prestop_handler, run_hook
@@ -77,10 +77,7 @@ class PodTermination:
         sidecars = self._sidecar_names()
         # Regular containers first, together; then sidecars one by one in reverse order,
         # so that they serve the main containers until those are gone (as the Go kubelet).
-        async with trio.open_nursery() as nursery:
-            for container in live:
-                if container.name not in sidecars:
-                    nursery.start_soon(self._stop_container, container, grace)
+        await self._stop_together([(c, grace) for c in live if c.name not in sidecars])
         for name in reversed(sidecars):
             for container in live:
                 if container.name == name:
@@ -93,6 +90,25 @@ class PodTermination:
                 self.deps.prestop_done.discard(container.id)
             for sandbox in runtime.sandboxes:
                 await ignore_gone(cri.remove_pod_sandbox(sandbox.id))
+
+    async def _stop_together(self, stops: list[tuple[ContainerRuntimeStatus, int]]) -> None:
+        """Stop these containers in parallel. A stop the runtime fails (a timeout, the runtime
+        gone) does not cut the others short; the first failure is raised after all have
+        ended, as a plain CriError, so that the worker retries the whole step with back-off
+        (a group of errors would crash the worker and lose a TerminatePod)."""
+        failures: list[CriError] = []
+
+        async def stop(container: ContainerRuntimeStatus, grace: int) -> None:
+            try:
+                await self._stop_container(container, grace)
+            except CriError as exc:
+                failures.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for container, grace in stops:
+                nursery.start_soon(stop, container, grace)
+        if failures:
+            raise failures[0]
 
     async def _stop_container(self, container: ContainerRuntimeStatus, grace: int) -> None:
         """Run the preStop hook (within the grace period), then StopContainer with what is

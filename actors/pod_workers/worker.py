@@ -275,12 +275,13 @@ class PodWorker(ContainerStarts, PodTermination):
         if actions.init_containers_to_start or actions.containers_to_start:
             await self._pod_network(pod, runtime, sandbox_id, fresh=actions.create_sandbox)
         by_id = {c.id: c for c in runtime.containers}
-        async with trio.open_nursery() as nursery:
-            for kill in actions.containers_to_kill:
-                log.info("killing container: %s", kill.message, extra={**self.fields, "container": kill.name})
-                if kill.container_id in by_id:
-                    own = kill.grace_period_seconds
-                    nursery.start_soon(self._stop_container, by_id[kill.container_id], grace if own is None else own)
+        stops = []
+        for kill in actions.containers_to_kill:
+            log.info("killing container: %s", kill.message, extra={**self.fields, "container": kill.name})
+            if kill.container_id in by_id:
+                own = kill.grace_period_seconds
+                stops.append((by_id[kill.container_id], grace if own is None else own))
+        await self._stop_together(stops)
         wake: list[float] = []
         for index in actions.init_containers_to_start:
             container = pod.spec.init_containers[index]

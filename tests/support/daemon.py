@@ -4,6 +4,7 @@ script, addressed by its admin socket and healthz port, always ended at teardown
 from __future__ import annotations
 
 import hashlib
+import os
 import signal
 import socket
 import subprocess
@@ -17,9 +18,10 @@ from tests.support.containerd import unmount_under
 
 SCRIPTS = Path(sys.executable).parent
 # Daemons under test keep their kubepods under here, one cgroup root each (named after the
-# root dir, so that a restarted daemon finds its pods' cgroups), all removed at session end
-# (tests/support/fixtures.py) once containerd is gone.
-TEST_CGROUP_ROOT = "/pykubelet-test"
+# root dir, so that a restarted daemon finds its pods' cgroups), all removed at the end of
+# this test session (tests/conftest.py) once containerd is gone. One per session: another
+# session running at the same time (a second pytest, a benchmark) keeps its own.
+TEST_CGROUP_ROOT = f"/pykubelet-test/session-{os.getpid()}"
 
 
 def cgroup_root_for(root_dir: Path) -> str:
