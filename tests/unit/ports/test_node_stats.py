@@ -276,7 +276,7 @@ def test_scan_finds_containers_and_pods_by_folder_name(tmp_path):
     other = "f" * 64
     for rel in [f"k8s.io/{ID}", f"kubepods/burstable/pod{UID}/{other}", "system.slice/cron.service",
                 f"kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{'1' * 8}_2.slice/"
-                f"cri-containerd-{'a' * 64}.scope", "a/b/c/d/e/f/g/" + "e" * 64]:
+                f"cri-containerd-{'a' * 64}.scope", "a/b/c/d/e/f/g/h/i/j/k/" + "e" * 64]:
         (memory / rel).mkdir(parents=True)
     mounts = CgroupMounts(memory=str(memory))
     wanted = {ID, other, "a" * 64, "e" * 64, "gone"}
@@ -286,7 +286,7 @@ def test_scan_finds_containers_and_pods_by_folder_name(tmp_path):
         other: f"/kubepods/burstable/pod{UID}/{other}",
         "a" * 64: f"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{'1' * 8}_2.slice/"
                   f"cri-containerd-{'a' * 64}.scope",
-    }  # e*64 is deeper than the scan goes
+    }  # e*64 is deeper than the scan goes (10 levels: a cgroupRoot puts kubepods lower)
     assert pods == {UID: f"/kubepods/burstable/pod{UID}",
                     "11111111-2": f"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{'1' * 8}_2.slice"}
 
