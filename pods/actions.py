@@ -12,6 +12,7 @@ from pykubelet.messages.pod import Container, Pod, Probe
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
 
 from .labels import container_hash
+from .manifest import default_image_pull_policy
 
 DEFAULT_GRACE_PERIOD = 30  # the API server's default terminationGracePeriodSeconds
 MINIMUM_GRACE_PERIOD = 2  # Go's minimumGracePeriodInSeconds: never less to stop
@@ -130,23 +131,11 @@ def has_any_regular_container_created(pod: Pod, status: PodRuntimeStatus) -> boo
 # --- image pull policy ------------------------------------------------------------------
 
 
-def image_pull_policy(container: Container) -> str:
-    """The container's imagePullPolicy, defaulted as the API server does: Always for
-    :latest or an untagged image, IfNotPresent otherwise."""
-    if container.image_pull_policy:
-        return container.image_pull_policy
-    image = container.image
-    if "@" in image:
-        return "IfNotPresent"
-    last = image.rsplit("/", 1)[-1]
-    tag = last.split(":", 1)[1] if ":" in last else ""
-    return "Always" if tag in ("", "latest") else "IfNotPresent"
-
-
 def should_pull_image(container: Container, present: bool) -> bool:
     """Go's shouldPullImage: Never never pulls, IfNotPresent pulls a missing image,
-    Always always pulls."""
-    policy = image_pull_policy(container)
+    Always always pulls. A policy left empty is defaulted as the API server does (the
+    manifest decoder defaults static pods' already)."""
+    policy = container.image_pull_policy or default_image_pull_policy(container.image)
     if policy == "Never":
         return False
     if policy == "Always":

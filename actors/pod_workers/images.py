@@ -15,6 +15,7 @@ import trio
 
 from pykubelet.actors import events
 from pykubelet.messages.pod import Container, Pod
+from pykubelet.pods.actions import should_pull_image
 from pykubelet.pods.backoff import CrashLoopBackOff, image_backoff_key, image_pull_backoff_message
 from pykubelet.ports.cri import CriCallError, CriClient
 
@@ -39,17 +40,14 @@ async def ensure_image(
     reason, message)` records the image events (Pulling, Pulled, Failed, BackOff). `pulls`
     bounds the pulls of the node at once (serializeImagePulls: 1, maxParallelImagePulls)."""
     image = container.image
-    policy = container.image_pull_policy or "IfNotPresent"
     present = await cri.image_status(image)
     image_ref = present.image.id if present.HasField("image") else ""
-    if policy == "Never":
+    if not should_pull_image(container, bool(image_ref)):
         if image_ref:
             return image_ref
         message = f'Container image "{image}" is not present with pull policy of Never'
         record("Warning", events.ERR_IMAGE_NEVER_PULL_POLICY, message)
         return ImageProblem("ErrImageNeverPull", message)
-    if policy == "IfNotPresent" and image_ref:
-        return image_ref
     key = image_backoff_key(pod, image)
     if backoff.in_backoff_since_update(key, time.time()):
         record("Normal", events.BACK_OFF_PULL_IMAGE, image_pull_backoff_message(image))

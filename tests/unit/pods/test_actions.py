@@ -10,7 +10,6 @@ from pykubelet.pods.actions import (
     ContainerToKill,
     PodActions,
     compute_pod_actions,
-    image_pull_policy,
     kill_grace_period,
     probe_kill,
     restart_count_for,
@@ -252,7 +251,7 @@ def test_should_pull_image(behaviour, container, present, pull):
 
 
 def test_registry_port_is_not_a_tag():
-    assert image_pull_policy(Container(image="127.0.0.1:5000/busybox")) == "Always"
+    assert should_pull_image(Container(image="127.0.0.1:5000/busybox"), present=True)  # untagged: Always
 
 
 # --- activeDeadlineSeconds --------------------------------------------------------------
