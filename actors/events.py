@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pykubelet.messages.events import Event, EventSource, EventType, ObjectReference
 from pykubelet.messages.pod import ObjectMeta, Pod
 from pykubelet.pods.status import rfc3339
+from pykubelet.ports.apiserver.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -129,22 +130,6 @@ class _Lru(Generic[K, V]):
 
 
 @dataclass
-class _TokenBucket:
-    """golang.org/x/time/rate as flowcontrol uses it: starts full, refills continuously."""
-
-    tokens: float
-    last: float
-
-    def try_accept(self, now: float, burst: int, qps: float) -> bool:
-        self.tokens = min(float(burst), self.tokens + max(0.0, now - self.last) * qps)
-        self.last = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return True
-        return False
-
-
-@dataclass
 class _Aggregate:
     messages: dict[str, None] = field(default_factory=dict)  # an ordered set
     last_seen: float = 0.0
@@ -202,7 +187,7 @@ class EventCorrelator:
     ) -> None:
         self.burst, self.qps = burst, qps
         self.max_events, self.interval = max_events, interval
-        self._buckets: _Lru[tuple, _TokenBucket] = _Lru(lru_entries)
+        self._buckets: _Lru[tuple, TokenBucket] = _Lru(lru_entries)
         self._aggregates: _Lru[tuple, _Aggregate] = _Lru(lru_entries)
         self._observations: _Lru[tuple, _Observation] = _Lru(lru_entries)
 
@@ -246,8 +231,8 @@ class EventCorrelator:
         key = _spam_key(event)
         bucket = self._buckets.get(key)
         if bucket is None:
-            bucket = _TokenBucket(tokens=float(self.burst), last=now)
-        accepted = bucket.try_accept(now, self.burst, self.qps)
+            bucket = TokenBucket(self.qps, self.burst)  # starts full, refills continuously
+        accepted = bucket.try_acquire(now)
         self._buckets.put(key, bucket)
         return accepted
 

@@ -1,4 +1,6 @@
-"""The client-side rate limit of API requests: client-go's token bucket (QPS and burst).
+"""The token bucket (golang.org/x/time/rate, as client-go's flowcontrol uses it): the
+client-side rate limit of API requests (QPS and burst), and the event recorder's spam
+filter per event source.
 
 A full bucket lets `burst` requests through at once, then one every 1/qps seconds. Waiters
 reserve their token (the bucket may go negative), so they are served in arrival order, as
@@ -25,7 +27,7 @@ class TokenBucket:
 
     def _refill(self, now: float) -> None:
         if self._last is not None:
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._tokens = min(self.burst, self._tokens + max(0.0, now - self._last) * self.qps)  # a clock stepped back refills nothing
         self._last = now
 
     def tokens(self) -> float:
@@ -33,9 +35,10 @@ class TokenBucket:
         self._refill(trio.current_time())
         return self._tokens
 
-    def try_acquire(self) -> bool:
-        """Take a token if one is available now, without waiting."""
-        self._refill(trio.current_time())
+    def try_acquire(self, now: float | None = None) -> bool:
+        """Take a token if one is available now, without waiting. `now`: a clock of the
+        caller's own (the event recorder's spam filter); trio's by default."""
+        self._refill(trio.current_time() if now is None else now)
         if self._tokens >= 1:
             self._tokens -= 1
             return True
