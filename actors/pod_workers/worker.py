@@ -26,7 +26,6 @@ from pykubelet.messages.pod_updates import EvictedPod, EvictPod, PodWorkerMessag
 from pykubelet.messages.probes import ProbeTargets
 from pykubelet.messages.runtime import PodRuntimeStatus
 from pykubelet.pods.actions import PodActions, compute_pod_actions, probe_kill
-from pykubelet.pods.admission import node_allocatable, resize_pending
 from pykubelet.pods.active_deadline import (
     DEADLINE_EXCEEDED,
     DEADLINE_EXCEEDED_MESSAGE,
@@ -51,6 +50,7 @@ from .deps import PodWorkerDeps
 from . import termination_message
 from .container_setup import ObjectsNotReady, PodSetup, SandboxConfigError, sandbox_dns
 from .container_start import ContainerStarts
+from .resize import PodResize, running_containers
 from .termination import PodTermination
 
 log = logging.getLogger("pykubelet.podworker")
@@ -70,9 +70,10 @@ def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
     return run
 
 
-class PodWorker(ContainerStarts, PodTermination):
+class PodWorker(ContainerStarts, PodTermination, PodResize):
     """One pod's syncs: this module drives them (read, decide, act, publish); starting
-    containers is in container_start.py, stopping them in termination.py."""
+    containers is in container_start.py, stopping them in termination.py, resizing them in
+    resize.py."""
 
     def __init__(self, uid: str, pod: Pod | None, deps: PodWorkerDeps) -> None:
         self.uid = uid
@@ -301,7 +302,7 @@ class PodWorker(ContainerStarts, PodTermination):
         """Also kill the containers whose liveness or startup probe failed; they restart
         by the pod's restart policy (Go: computePodActions), each stopped with its probe's
         terminationGracePeriodSeconds where set."""
-        running = _running(runtime)
+        running = running_containers(runtime)
         results = self.deps.probe_results
         failed = {
             **{n: "startup" for n in results.failed_startup(self.uid, running)},
@@ -321,7 +322,7 @@ class PodWorker(ContainerStarts, PodTermination):
         """The running containers, for the probe manager (None: stop every probe)."""
         targets = ProbeTargets(pod_uid=self.uid, pod=None)
         if pod is not None and runtime is not None:
-            running = _running(runtime)
+            running = running_containers(runtime)
             started = {c.name: c.started_at or c.created_at for c in runtime.containers if c.id in running.values()}
             targets = ProbeTargets(pod_uid=self.uid, pod=pod, running=running, started_at=started)
         if self.registry is None:
@@ -343,7 +344,7 @@ class PodWorker(ContainerStarts, PodTermination):
         runtime = termination_message.with_messages(
             pod, runtime, root_dir=deps.node.root_dir, pod_logs_dir=deps.node.pod_logs_dir
         )
-        running = _running(runtime)
+        running = running_containers(runtime)
         exceeded = past_active_deadline(pod, time.time(), start_time_of(pod, previous))
         status: PodStatus = compute_pod_status(
             pod,
@@ -371,56 +372,6 @@ class PodWorker(ContainerStarts, PodTermination):
         if previous is None or previous.phase != status.phase:
             log.info("pod phase %s", status.phase, extra=self.fields)
 
-    async def _resize(self, pod: Pod, runtime: PodRuntimeStatus, actions: PodActions) -> None:
-        """In-place resize (Go: doPodResizeAction): running containers whose spec's resources
-        differ from what they run with get UpdateContainerResources, and the pod's cgroup
-        its new limits — before the containers when it grows, after them when it shrinks
-        (a memory limit below what is in use is refused until the containers are smaller)."""
-        manager = self.deps.containers
-        if manager is None:
-            return
-        killed = {c.container_id for c in actions.containers_to_kill}
-        specs = {c.name: c for c in [*pod.spec.init_containers, *pod.spec.containers]}
-        changed = []
-        for name, cid in _running(runtime).items():
-            if name not in specs or cid in killed:
-                continue
-            wanted = manager.container_resources(pod, specs[name])
-            if self.applied.get(cid) != wanted:
-                changed.append((name, cid, wanted))
-        if not changed:
-            self.resize_pending = None
-            return
-        self.resize_pending = self._resize_fits(pod)
-        if self.resize_pending is not None:
-            log.info("resize pending: %s", self.resize_pending.message, extra=self.fields)
-            return
-        cri = self.deps.runtime.client
-        try:
-            await manager.resize_pod(pod)
-            pod_first = True
-        except CgroupError:
-            pod_first = False  # shrinking below what is in use: the containers first
-        for name, cid, wanted in changed:
-            try:
-                await cri.update_container_resources(cid, wanted)
-            except CriError as exc:
-                log.warning("resizing container %s failed: %s", name, exc, extra={**self.fields, "container": name})
-                continue
-            if cid in self.applied:
-                log.info("container resized in place", extra={**self.fields, "container": name})
-            self.applied[cid] = wanted
-        if not pod_first:
-            try:
-                await manager.resize_pod(pod)
-            except CgroupError as exc:
-                log.warning("resizing the pod's cgroup failed: %s", exc, extra=self.fields)
-
-    def _resize_fits(self, pod: Pod) -> PodCondition | None:
-        allocatable = node_allocatable(self.deps.node.allocatable)
-        others = [p for p in self.deps.statuses.pod_list().items if p.status.phase not in ("Succeeded", "Failed")]
-        return resize_pending(pod, allocatable=allocatable, running_pods=others)
-
     def _kubelet_failure(self) -> KubeletFailure | None:
         eviction = self.eviction
         if eviction is None:
@@ -433,9 +384,4 @@ class PodWorker(ContainerStarts, PodTermination):
         """Where a hook's httpGet goes by default: the pod IP (the node's, for host network)."""
         status = self.deps.statuses.get(self.uid)
         return (status.pod_ip if status is not None and status.pod_ip else "") or self.deps.node.host_ip
-
-
-def _running(runtime: PodRuntimeStatus) -> dict[str, str]:
-    """Container name -> id of its running container."""
-    return {c.name: c.id for c in reversed(runtime.containers) if c.state == "running"}
 
