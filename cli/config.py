@@ -23,6 +23,7 @@ from typing import Any, Callable, NamedTuple, NoReturn, Sequence, TextIO
 import msgspec
 import yaml
 
+from pykubelet.messages import strict_yaml
 from pykubelet.messages.config import (
     API_VERSION,
     DEFAULT_RUNTIME_ENDPOINT,
@@ -331,30 +332,6 @@ def _stray_argument_error(stray: str, argv: list[str]) -> ConfigurationError:
 # --- the --config file -------------------------------------------------------------------
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice, as Go's strict decoding does."""
-
-
-class _DuplicateKey(yaml.constructor.ConstructorError):
-    pass
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    lines: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if isinstance(key, (str, int, float)) and key in lines:
-            raise _DuplicateKey(
-                problem=f"field {_quote(key)} is set twice (lines {lines[key]} and "
-                f"{key_node.start_mark.line + 1}); keep one"
-            )
-        if isinstance(key, (str, int, float)):
-            lines[key] = key_node.start_mark.line + 1
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
 _CONFIG_FIELDS = go_field_names(KubeletConfiguration)  # Go name -> Python attribute
 _LOGGING_FIELDS = go_field_names(LoggingConfiguration)
 _KNOWN_FIELDS = {  # for "did you mean": by the path of the mapping the unknown name is in
@@ -420,9 +397,10 @@ def _read_yaml(path: str, where: str) -> dict:
     except OSError as error:
         raise ConfigurationError(f"{where}: cannot read: {error}; fix the path or permissions") from None
     try:
-        document = yaml.load(data, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader
-    except _DuplicateKey as error:
-        raise ConfigurationError(f"{where}: {error.problem}") from None
+        document = strict_yaml.load(data)
+    except strict_yaml.DuplicateKey as error:
+        raise ConfigurationError(f"{where}: field {_quote(error.key)} is set twice (lines {error.first_line} "
+                                 f"and {error.line}); keep one") from None
     except RecursionError:
         raise ConfigurationError(f"{where}: not valid YAML: nested too deeply; fix the file") from None
     except yaml.MarkedYAMLError as error:

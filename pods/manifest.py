@@ -24,6 +24,7 @@ from pykubelet.messages.pod import (
 )
 from pykubelet.messages.pod_updates import ManifestProblem
 
+from pykubelet.messages import strict_yaml
 from .validation import DNS1123_SUBDOMAIN_MAX, validate_pod
 
 MAX_MANIFEST_BYTES = 1 << 20
@@ -63,29 +64,6 @@ class ManifestError(ValueError):
 # --- decoding ------------------------------------------------------------------------
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """safe_load (libyaml's when there), except that timestamps stay strings and a key
-    given twice is an error, as with the Go kubelet's YAML-to-JSON."""
-
-
-def _mapping_without_duplicate_keys(loader: Any, node: yaml.MappingNode) -> Any:
-    seen: set[str] = set()
-    for key_node, _ in node.value:
-        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-            if key_node.value in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f'key "{key_node.value}" given twice', key_node.start_mark
-                )
-            seen.add(key_node.value)
-    data: dict = {}
-    yield data
-    data.update(loader.construct_mapping(node))
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
-_Loader.add_constructor("tag:yaml.org,2002:map", _mapping_without_duplicate_keys)
-
-
 def _size(n: int) -> str:
     mib = f"{n / (1 << 20):.1f} MiB"
     return mib if mib != "1.0 MiB" else f"{n} bytes"
@@ -110,7 +88,7 @@ def _parse(data: bytes, origin: str) -> Any:
             line = text.count(b"\n", 0, exc.start) + 1
             raise ManifestError(origin, f"not valid JSON at line {line}: not UTF-8 ({exc.reason})") from None
     try:
-        documents = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
+        documents = strict_yaml.load_all(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f" at line {mark.line + 1}" if mark is not None else ""

@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from pykubelet.messages import strict_yaml
+
 from ._x509 import certificate_subject
 
 
@@ -128,7 +130,7 @@ def load_kubeconfig(path: str) -> Credentials:
         raise KubeconfigError(path, None, f"cannot read it: {exc.strerror}; "
                               "check the path and the file's permissions") from None
     try:
-        doc = yaml.safe_load(raw)
+        doc = strict_yaml.load(raw)
     except RecursionError:
         raise KubeconfigError(path, None, "not valid YAML (nested too deeply); fix the file") from None
     except yaml.YAMLError as exc:

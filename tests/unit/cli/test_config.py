@@ -267,7 +267,7 @@ FILE_ERRORS = [
      'field "containerRuntimeEndpoint": "tcp://127.0.0.1:9" is not a runtime endpoint'),
     ("port: 1\nport: 2\n", 'field "port" is set twice (lines 3 and 4); keep one'),
     ("port: [1\n", "not valid YAML at line 4, column 1"),
-    ("port: 1\n  x: 2\n", "not valid YAML at line 4, column 4: mapping values are not allowed here"),
+    ("port: 1\n  x: 2\n", "not valid YAML at line 4, column 4: mapping values are not allowed"),
 ]
 
 
