@@ -82,15 +82,18 @@ class ContainerManager:
         """Detects the node's cgroups and refuses what Go refuses: a cgroup v1 host while
         failCgroupV1, cgroupsPerQOS on a node without a cgroup filesystem."""
         mode = mode or detect_cgroup_mode()
+        if settings.embedded_runtime:
+            # Its containers are plain host processes in no cgroup of the kubelet's: the
+            # cgroup version does not matter (failCgroupV1 is about the pods' cgroups).
+            log.warning("the embedded runtime runs containers without cgroups: resource requests and "
+                        "limits are reported (qosClass) but not enforced")
+            return cls(settings, None, pods)
         if settings.fail_cgroup_v1 and mode.version == 1:
             raise ContainerManagerError(
                 "this host uses cgroup v1, and failCgroupV1 is true (the Go kubelet's default since 1.35): "
                 "move the host to cgroup v2, or set failCgroupV1: false (--fail-cgroupv1=false) to run on "
                 "cgroup v1, which Kubernetes keeps in maintenance mode only")
-        if settings.embedded_runtime or not settings.cgroups_per_qos:
-            if settings.embedded_runtime:
-                log.warning("the embedded runtime runs containers without cgroups: resource requests and "
-                            "limits are reported (qosClass) but not enforced")
+        if not settings.cgroups_per_qos:
             return cls(settings, None, pods)
         if mode.version == 0:
             raise ContainerManagerError(

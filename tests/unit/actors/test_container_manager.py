@@ -52,3 +52,9 @@ def test_without_pod_cgroups_pods_get_none_but_containers_keep_their_resources(s
 def test_a_pods_cgroup_is_under_its_qos_class_below_the_cgroup_root(resources, path):
     manager = ContainerManager.for_node(ContainerManagerSettings(fail_cgroup_v1=False, cgroup_root="/custom"), mode=V1)
     assert manager.pod_cgroup(pod(resources)) == path
+
+
+def test_the_embedded_runtime_starts_on_a_cgroup_v1_host_whatever_fail_cgroup_v1_says():
+    # Its containers are host processes in no cgroup of the kubelet's.
+    manager = ContainerManager.for_node(ContainerManagerSettings(fail_cgroup_v1=True, embedded_runtime=True), mode=V1)
+    assert not manager.enabled
