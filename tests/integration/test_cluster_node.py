@@ -165,7 +165,12 @@ def test_kill_9_and_restart_keeps_every_mirror_pod_and_container(apiserver, cont
         daemon.wait_for(lambda: daemon.log().count("all sources seen") == 2,
                         "the restarted kubelet to have seen every source", timeout=30)
         daemon.wait_for(lambda: daemon.healthz().status_code == 200, "healthz after the restart")
-        time.sleep(3)  # a few mirror pod rounds: nothing may be deleted meanwhile
+        # Rounds of the mirror pod actor (a list each, beside the API source's one): the
+        # restarted kubelet has looked at the mirror pods at least twice with its pods back.
+        daemon.wait_for(lambda: daemon.log().count("all sources seen") == 2 and len(apiserver.requests(
+            verb="list", resource="pods", user="system:node:node1", since=restarted)) >= 3,
+            "two mirror pod rounds after the restart", timeout=30)
+        daemon.wait_for(lambda: len(mirrors()) == 3, "the three pods Running in the API again", timeout=30)
         assert mirrors() == before
         deletes = apiserver.requests(verb="delete", resource="pods", since=restarted)
         assert deletes == [], deletes
