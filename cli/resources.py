@@ -13,7 +13,7 @@ from pykubelet.actors.node_status import read_node_facts
 from pykubelet.messages.config import KubeletConfiguration
 from pykubelet.pods.cgroup_names import KUBEPODS, cgroupfs_path, parse_cgroupfs
 from pykubelet.pods.eviction_thresholds import Threshold, parse_thresholds
-from pykubelet.pods.node import node_capacity
+from pykubelet.pods.node import NodeFacts, node_capacity
 from pykubelet.pods.node_allocatable import (
     ReservationError,
     allocatable,
@@ -30,6 +30,7 @@ from .config import ConfigurationError
 class NodeBudget:
     """Amounts in node_allocatable.py's units: cpu in millicores, bytes, a pod count."""
 
+    facts: NodeFacts  # the machine as read once at start
     capacity: dict[str, int]
     allocatable: dict[str, int]  # what pods may be scheduled against (node status, admission)
     kubepods: dict[str, int]  # what the kubepods cgroup may use: the reserves off, not the thresholds
@@ -51,6 +52,7 @@ def node_budget(config: KubeletConfiguration, root_dir: str) -> NodeBudget:
         raise ConfigurationError(str(error)) from None
     reserved = reservation(capacity, config.kube_reserved, config.system_reserved)
     return NodeBudget(
+        facts=facts,
         capacity=capacity,
         allocatable=allocatable(capacity, config.kube_reserved, config.system_reserved, hard),
         kubepods={name: amount - reserved.get(name, 0) for name, amount in capacity.items()},

@@ -26,7 +26,6 @@ from pykubelet.actors.root import ClusterSettings, Daemon, DaemonSettings
 from pykubelet.actors.runtime_link import RuntimeLinkSettings
 from pykubelet.actors.server import KubeletApiSettings
 from pykubelet.actors.server.auth import AuthConfigurationError, load_client_ca
-from pykubelet.actors.node_status import read_node_facts
 from pykubelet.actors.sync_loop import NodeView, SyncLoopSettings
 from pykubelet.pods.node import node_labels, resource_quantities
 from pykubelet.embedded_runtime.launcher import EmbeddedRuntimeError
@@ -114,7 +113,7 @@ def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> Da
         http_check_frequency=config.http_check_frequency,
         sync=SyncLoopSettings(
             sync_frequency=config.sync_frequency, max_pods=config.max_pods,
-            node=node_view(flags, root_dir, budget),
+            node=node_view(flags, budget),
         ),
         cluster=cluster_settings(flags, config, root_dir),
         kubelet_api=kubelet_api_settings(flags, config, root_dir, explicit),
@@ -208,13 +207,12 @@ def cluster_settings(flags, config, root_dir: str) -> ClusterSettings | None:
     )
 
 
-def node_view(flags, root_dir: str, budget: NodeBudget) -> NodeView:
+def node_view(flags, budget: NodeBudget) -> NodeView:
     """The node as admission sees it: labels as registered, its allocatable cpu and memory."""
-    facts = read_node_facts(root_dir)
     name = node_name(flags.hostname_override)
     return NodeView(
         name=name,
-        labels=node_labels(name, facts.machine, flags.node_labels),
+        labels=node_labels(name, budget.facts.machine, flags.node_labels),
         allocatable={"cpu": budget.allocatable["cpu"], "memory": budget.allocatable["memory"]},
     )
 
