@@ -71,7 +71,9 @@ class Store:
         self.history_window = history_window
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
         self._history: dict[str, _History] = {}
-        self._watchers: dict[str, set[Watcher]] = {}
+        # Insertion-ordered (a dict, not a set): watchers are woken in the order they came, so
+        # an in-process run on a seeded scheduler (tests/simulation) replays identically.
+        self._watchers: dict[str, dict[Watcher, None]] = {}
         self._advanced = trio.Event()
 
     # --- reads ---------------------------------------------------------------------------
@@ -150,11 +152,11 @@ class Store:
     def subscribe(self, resource: str) -> Watcher:
         send, receive = trio.open_memory_channel(WATCH_BUFFER)
         watcher = Watcher(resource, send, receive)
-        self._watchers.setdefault(resource, set()).add(watcher)
+        self._watchers.setdefault(resource, {})[watcher] = None
         return watcher
 
     def unsubscribe(self, watcher: Watcher) -> None:
-        self._watchers.get(watcher.resource, set()).discard(watcher)
+        self._watchers.get(watcher.resource, {}).pop(watcher, None)
         watcher.close()
 
     async def wait_for_rv(self, rv: int, timeout: float) -> bool:

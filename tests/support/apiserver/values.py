@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import time
 import re
 from fractions import Fraction
 
@@ -112,4 +113,6 @@ def canonical_micro_time(text: str) -> str:
 
 
 def now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    # Through time.time(), so that a simulation that runs the server in-process on a
+    # virtual clock (tests/simulation) moves its timestamps too.
+    return datetime.datetime.fromtimestamp(time.time(), datetime.timezone.utc)
