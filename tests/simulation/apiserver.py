@@ -137,7 +137,8 @@ class SimApiServer:
         return response.status, json.loads(response.body) if response.body else None
 
     def pods(self) -> list[dict[str, Any]]:
-        return self.store.list("pods")
+        """The stored pods themselves, not copies: read them, never change them."""
+        return list(self.store._objects.get("pods", {}).values())
 
     def open_watches(self) -> int:
         return sum(1 for s in self._streams if not s.closed)

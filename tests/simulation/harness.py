@@ -19,6 +19,7 @@ import random
 import shutil
 import tempfile
 import time
+import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -29,12 +30,14 @@ from cri_api.v1 import api_pb2
 from pykubelet.actors import root as root_module
 from pykubelet.actors import runtime_link as runtime_link_module
 from pykubelet.actors.pleg import PlegSettings
-from pykubelet.actors.root import Daemon, DaemonSettings
+from pykubelet.actors.node_status import NodeStatusSettings
+from pykubelet.actors.root import ClusterSettings, Daemon, DaemonSettings
 from pykubelet.actors.runtime_link import RuntimeLinkSettings
 from pykubelet.pods.backoff import MAX_DELAY, CrashLoopBackOff
 from pykubelet.pods.manifest import decode_manifests
 from pykubelet.supervisor import NotRunning, RestartIntensityExceeded, SupervisorError
 
+from .cluster import ClusterSide
 from .runtime import ENDPOINT, EPOCH, SimRuntime
 from .schedule import CRI_CODES, PodSpec, Schedule
 
@@ -77,6 +80,7 @@ class _Model:
         self.done: dict[tuple[str, str], int] = {}  # exited for good: its exit code
         # An identical manifest written again after a delete is the same UID: a new life.
         self.lives: Counter[str] = Counter()
+        self.static_since: dict[str, float] = {}  # static pod UID -> since when it is wanted
 
     def exited(self, pod: _Pod, name: str, code: int) -> None:
         policy = pod.spec.restart_policy
@@ -102,6 +106,7 @@ class _Harness:
         self._scope: trio.CancelScope | None = None
         self._stopped: trio.Event | None = None
         self.crash_log: list[str] = []
+        self.cluster = ClusterSide(self, NODE) if schedule.cluster else None
 
     def violate(self, what: str) -> None:
         self.result.violations.append(f"t={trio.current_time():.2f} {what}")
@@ -116,10 +121,16 @@ class _Harness:
             enable_fault_injection=True,
             pod_manifest_path=self.manifests,
             pleg=PlegSettings(container_events=False),
+            cluster=ClusterSettings(
+                credentials=self.cluster.server.credentials(),
+                node_status=NodeStatusSettings(node_ip=("127.0.0.1",), root_dir=self.root_dir),
+            ) if self.cluster is not None else None,
         )
 
     async def start_daemon(self, nursery: trio.Nursery) -> None:
         runtime_link_module.CriClient = self.runtime.client_factory()
+        if self.cluster is not None:
+            root_module.ApiClient = self.cluster.client_factory()
         daemon = Daemon(self._settings())
         scope = trio.CancelScope()
         stopped = trio.Event()
@@ -183,8 +194,11 @@ class _Harness:
                 model.gone.add(old.uid)
             if old is None or old.uid != pod.uid:
                 model.lives[pod.uid] += 1
+                model.static_since[pod.uid] = trio.current_time()
                 for c in step.pod.containers:
                     model.done.pop((pod.uid, c.name), None)
+                if old is not None:
+                    model.static_since.pop(old.uid, None)
             model.gone.discard(pod.uid)
             model.pods[step.pod.name] = pod
         elif step.kind == "delete":
@@ -192,6 +206,9 @@ class _Harness:
             if old is not None:
                 os.unlink(old.path)
                 model.gone.add(old.uid)
+                model.static_since.pop(old.uid, None)
+        elif step.kind.startswith("api-"):
+            await self.cluster.step(step)
         elif step.kind == "exit":
             pod = model.pods.get(step.pod_name)
             if pod is not None and rt.exit_container(pod.uid, step.container, step.code) is not None:
@@ -216,6 +233,27 @@ class _Harness:
         elif step.kind == "restart-daemon":  # SIGTERM, then the service manager starts it again
             await self.stop_daemon(kill=False)
             await self.start_daemon(nursery)
+
+    # -- API pods (cluster.py makes the requests) -------------------------------------------
+
+    def api_pod_added(self, spec: PodSpec, uid: str) -> None:
+        self.model.pods[spec.name] = _Pod(spec, uid, "")
+        self.model.lives[uid] += 1
+
+    def api_pod_edited(self, old: _Pod, new: PodSpec) -> None:
+        """A new image restarts a container that runs (Go: whatever the restart policy);
+        one that ended for good stays ended."""
+        for before, after in zip(old.spec.containers, new.containers):
+            if before.image != after.image and (old.uid, after.name) not in self.model.done:
+                self.model.required[(old.uid, after.name)] += 1
+        self.model.pods[new.name] = _Pod(new, old.uid, "")
+
+    def api_pod_deleted(self, old: _Pod) -> None:
+        del self.model.pods[old.spec.name]
+        self.model.gone.add(old.uid)
+
+    def static_present_since(self, uid: str) -> float | None:
+        return self.model.static_since.get(uid)
 
     async def _crash(self, path: str) -> None:
         if path.startswith("root/pod-workers/"):
@@ -259,6 +297,8 @@ class _Harness:
                 want_phase = "Succeeded" if all(code == 0 for code in codes) else "Failed"
             if phase != want_phase:
                 problems.append(f"pod {pod.spec.name} ({pod.uid[:8]}): phase {phase}, want {want_phase}")
+        if not problems and self.cluster is not None and self.daemon is not None:  # (the API's part is dearer)
+            problems += self.cluster.problems(self.daemon.statuses)
         return problems
 
     def check_restarts(self) -> None:
@@ -292,7 +332,7 @@ class _Harness:
             for index, step in enumerate(schedule.steps):
                 await trio.sleep_until(start + step.at)
                 await self.step(index, nursery)
-                if step.kind == "runtime-down":
+                if step.kind in ("runtime-down", "api-latency", "api-reset"):
                     settle = max(settle, step.at + step.duration)
             # Faults have stopped: every pod must reach its desired state within the bound.
             deadline = start + settle + CONVERGENCE_BOUND
@@ -372,6 +412,9 @@ async def _inline_to_thread(fn, *args, abandon_on_cancel=None, cancellable=None,
 def _simulated_process(seed: int):
     real_time, real_time_ns = time.time, time.time_ns
     saved_cri = runtime_link_module.CriClient
+    saved_api = root_module.ApiClient
+    saved_uuid4 = uuid.uuid4
+    uuid_rng = random.Random(seed * 7 + 3)
     saved_backoff = root_module.CrashLoopBackOff
     saved_thread = trio.to_thread.run_sync
     saved_random = random.getstate()
@@ -391,6 +434,8 @@ def _simulated_process(seed: int):
     # The crash-loop back-off binds its clock at definition time: give it the virtual one.
     root_module.CrashLoopBackOff = lambda: CrashLoopBackOff(clock=virtual_time)
     trio.to_thread.run_sync = _inline_to_thread
+    # UIDs (the simulated API server's) order sets and dicts: drawn from the seed.
+    uuid.uuid4 = lambda: uuid.UUID(int=uuid_rng.getrandbits(128), version=4)
     random.seed(seed)
     trio_rng.seed(seed)
     pykubelet_log = logging.getLogger("pykubelet")
@@ -405,6 +450,8 @@ def _simulated_process(seed: int):
     finally:
         time.time, time.time_ns = real_time, real_time_ns
         runtime_link_module.CriClient = saved_cri
+        root_module.ApiClient = saved_api
+        uuid.uuid4 = saved_uuid4
         root_module.CrashLoopBackOff = saved_backoff
         trio.to_thread.run_sync = saved_thread
         random.setstate(saved_random)

@@ -1,9 +1,12 @@
 """Seeded schedules of workload and faults played against the real actor tree on a
-simulated runtime (harness.py), with the invariants checked after each.
+simulated runtime (harness.py) and, in cluster mode, a simulated API server (apiserver.py,
+cluster.py), with the invariants checked after each.
 
   .venv/bin/python -m pytest -q -p no:cacheprovider tests/simulation          # CI: CI_SEEDS seeds
   SIM_SEEDS=100000 .venv/bin/python -m pytest -q -p no:cacheprovider tests/simulation -k sweep
   SIM_SEED=1234 .venv/bin/python -m pytest -q -p no:cacheprovider tests/simulation -k replay
+  SIM_CLUSTER=1       replay a cluster-mode seed (-k replay)
+  SIM_CLUSTER_SEEDS=N how many of the sweep's seeds run in cluster mode (default CI_CLUSTER_SEEDS)
   SIM_STOP_FAULTS=0   no StopContainer faults (hang, errors), which are on by default
   SIM_LOG=INFO        the daemon's log; SIM_DEBUG=1 convergence progress and stuck tasks
 
@@ -17,6 +20,7 @@ BUG 1  A failed StopContainer (a timeout, UNAVAILABLE) during TerminatePod escap
 BUG 2  A supervisor cancelled (SIGTERM, its parent stopping it) while it restarted a child
   never stopped: trio left the shielded incarnation with the cancelled start() caller.
   Fixed: the handover is shielded.
+
 """
 
 from __future__ import annotations
@@ -30,24 +34,35 @@ import pytest
 from .harness import Result, run_schedule, shrink
 from .schedule import ContainerSpec, PodSpec, Schedule, Step, generate
 
-# Measured here: about 9 seeds a second on one core (0.1-0.6 s of wall time a seed for a
-# schedule of 6-22 steps and ~2-9 virtual minutes); 500 fit in CI's 2 minutes with room.
+# Measured here: about 9 standalone seeds a second on one core (0.1-0.6 s of wall time a
+# seed for a schedule of 6-22 steps and ~2-9 virtual minutes), and about 2 cluster-mode
+# seeds a second (a dozen more actors, and the API server in the same process). CI runs
+# CI_SEEDS in all, the last CI_CLUSTER_SEEDS of them in cluster mode, in CI's 2 minutes.
 CI_SEEDS = 500
+CI_CLUSTER_SEEDS = 100
 SEEDS = int(os.environ.get("SIM_SEEDS", CI_SEEDS))
+CLUSTER_SEEDS = int(os.environ.get("SIM_CLUSTER_SEEDS", CI_CLUSTER_SEEDS * SEEDS // CI_SEEDS))
 STOP_FAULTS = os.environ.get("SIM_STOP_FAULTS", "1") == "1"  # SIM_STOP_FAULTS=0: none aimed at StopContainer
 
 
-def replay_command(seed: int) -> str:
+def is_cluster_seed(seed: int) -> bool:
+    return seed >= SEEDS - CLUSTER_SEEDS
+
+
+def replay_command(seed: int, cluster: bool = False) -> str:
     env = [f"SIM_SEED={seed}"]
     if os.environ.get("PYTHONHASHSEED"):
         env.insert(0, f"PYTHONHASHSEED={os.environ['PYTHONHASHSEED']}")
+    if cluster:
+        env.append("SIM_CLUSTER=1")
     if not STOP_FAULTS:
         env.append("SIM_STOP_FAULTS=0")
     return " ".join(env) + " .venv/bin/python -m pytest -q -p no:cacheprovider tests/simulation -k replay"
 
 
 def report(result: Result, *, shrunk: Schedule | None = None) -> str:
-    lines = [f"seed {result.schedule.seed} failed; replay with:", "  " + replay_command(result.schedule.seed),
+    schedule = result.schedule
+    lines = [f"seed {schedule.seed} failed; replay with:", "  " + replay_command(schedule.seed, schedule.cluster),
              result.schedule.render(), "violations:"]
     lines += ["  " + v for v in result.violations[:20]]
     if result.notes:
@@ -65,12 +80,14 @@ def test_sweep_of_seeded_schedules_keeps_every_invariant():
     started = time.perf_counter()
     failed: list[Result] = []
     for seed in range(SEEDS):
-        result = run_schedule(generate(seed, stop_faults=STOP_FAULTS))
+        cluster = is_cluster_seed(seed)
+        result = run_schedule(generate(seed, stop_faults=STOP_FAULTS, cluster=cluster))
         if not result.ok:
             failed.append(result)
-            print(f"FAIL: {replay_command(seed)}", file=sys.stderr)
+            print(f"FAIL: {replay_command(seed, cluster)}", file=sys.stderr)
     elapsed = time.perf_counter() - started
-    print(f"{SEEDS} seeds in {elapsed:.1f}s ({SEEDS / elapsed:.1f} seeds/s), {len(failed)} failed")
+    print(f"{SEEDS} seeds ({CLUSTER_SEEDS} in cluster mode) in {elapsed:.1f}s ({SEEDS / elapsed:.1f} seeds/s), "
+          f"{len(failed)} failed")
     if failed:
         first = failed[0]
         pytest.fail(
@@ -82,15 +99,16 @@ def test_sweep_of_seeded_schedules_keeps_every_invariant():
 @pytest.mark.skipif("SIM_SEED" not in os.environ, reason="set SIM_SEED=<seed> to replay one seed")
 def test_replay():
     seed = int(os.environ["SIM_SEED"])
-    schedule = generate(seed, stop_faults=STOP_FAULTS)
+    schedule = generate(seed, stop_faults=STOP_FAULTS, cluster=os.environ.get("SIM_CLUSTER") == "1")
     result = run_schedule(schedule)
     print(schedule.render())
     if not result.ok:
         pytest.fail(report(result, shrunk=shrunk(schedule)))
 
 
-def test_a_seed_replays_identically():
-    schedule = generate(11, stop_faults=False)
+@pytest.mark.parametrize("cluster", [False, True], ids=["standalone", "cluster"])
+def test_a_seed_replays_identically(cluster):
+    schedule = generate(11, stop_faults=False, cluster=cluster)
     first, second = run_schedule(schedule), run_schedule(schedule)
     assert (first.trace, first.violations, first.virtual_seconds) == (
         second.trace, second.violations, second.virtual_seconds
@@ -113,6 +131,44 @@ def test_the_harness_sees_a_container_restarted_without_cause():
     finally:
         harness._Model.exited = original
     assert any("created 2 times, but only 1 allowed" in v for v in result.violations), result.violations
+
+
+CLUSTER_SCHEDULE = Schedule(seed=5, cluster=True, steps=(
+    Step(1.0, "add", pod=PodSpec("web", (ContainerSpec("main"),))),
+    Step(2.0, "api-add", pod=PodSpec("front", (ContainerSpec("main"),), api=True)),
+    Step(20.0, "exit", pod_name="front", container="main", code=1),
+), faults_end=20.0)
+
+
+def test_the_harness_sees_a_status_the_api_server_never_got(monkeypatch):
+    """The cluster invariants can fail: a status manager that writes nothing is caught."""
+    from pykubelet.actors import status_manager
+
+    monkeypatch.setattr(status_manager, "status_patch", lambda old, new, uid: None)
+    result = run_schedule(CLUSTER_SCHEDULE)
+    assert any("the API's status of front" in v and "is not the kubelet's" in v for v in result.violations), result.violations
+    assert any("the API's status of web" in v for v in result.violations), result.violations
+
+
+def test_the_harness_sees_a_status_write_that_changes_nothing(monkeypatch):
+    from pykubelet.actors import status_manager
+
+    class Twice:  # every status patch sent again at once: the second changes nothing
+        def __init__(self, client) -> None:
+            self.client = client
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+        async def patch(self, *args, **kwargs):
+            await self.client.patch(*args, **kwargs)
+            return await self.client.patch(*args, **kwargs)
+
+    original = status_manager.StatusManager.__init__
+    monkeypatch.setattr(status_manager.StatusManager, "__init__",
+                        lambda self, client, *a, **k: original(self, Twice(client), *a, **k))
+    result = run_schedule(CLUSTER_SCHEDULE)
+    assert any("PATCH pods/status of front changed nothing" in v for v in result.violations), result.violations
 
 
 # -- regressions: schedules that found real bugs (shrunk) --
@@ -141,3 +197,4 @@ BUG_2_SCHEDULE = Schedule(seed=48, steps=(
 def test_bug2_sigterm_during_a_restart_stops_the_tree():
     result = run_schedule(BUG_2_SCHEDULE)
     assert result.ok, report(result)
+
