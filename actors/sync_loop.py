@@ -209,7 +209,7 @@ class SyncLoop:
                 if uid not in self.rejected:
                     await self._terminate(
                         uid, reason="deleted in the API server",
-                        grace_period_seconds=pod.metadata.deletion_grace_period_seconds,
+                        grace_period_seconds=pod.metadata.deletion_grace_period_seconds, pod=pod,
                     )
                 continue
             if update.op == "ADD" and uid not in self.desired:
@@ -232,7 +232,7 @@ class SyncLoop:
                     self.statuses.remove(uid)
                     continue
                 log.info("pod removed from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
-                await self._terminate(uid, reason=f"removed from its source ({update.source})")
+                await self._terminate(uid, reason=f"removed from its source ({update.source})", pod=pod)
 
     def _admit(self, pod: Pod) -> bool:
         """Go's admission: the pod's OS, pod count (--max-pods), cpu and memory requests
@@ -343,7 +343,7 @@ class SyncLoop:
         await self.ctx.registry.lookup(f"{self.workers.path}/{uid}").send(EvictedPod(eviction))
 
     async def _terminate(
-        self, uid: str, *, reason: str, grace_period_seconds: int | None = None
+        self, uid: str, *, reason: str, grace_period_seconds: int | None = None, pod: Pod | None = None
     ) -> None:
         # A worker made only for this has no spec, so it syncs nothing before it terminates:
         # the preStop handlers and (unless given here) the grace period come from the
@@ -354,4 +354,5 @@ class SyncLoop:
         mailbox = await self._worker(uid, None)
         if mailbox is None:
             mailbox = self.ctx.registry.lookup(f"{self.workers.path}/{uid}")
-        await mailbox.send(TerminatePod(grace_period_seconds=grace_period_seconds, reason=reason))
+        names = {"namespace": pod.metadata.namespace, "name": pod.metadata.name} if pod is not None else {}
+        await mailbox.send(TerminatePod(grace_period_seconds=grace_period_seconds, reason=reason, **names))

@@ -103,10 +103,17 @@ class SyncPod(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
 
 
 class TerminatePod(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
-    """Stop every container and the sandbox, with this grace period (None: the pod's)."""
+    """Stop every container and the sandbox, with this grace period (None: the pod's).
+
+    namespace/name: the pod's, when the sync loop knows them. A worker made only to
+    terminate has no spec, and once the runtime holds nothing of the pod (an earlier
+    incarnation stopped it) they are the only names PodTerminated can carry, without which
+    the status manager cannot delete the API object of a pod being deleted."""
 
     grace_period_seconds: int | None = None
     reason: str = ""
+    namespace: str = ""
+    name: str = ""
 
 
 class EvictedPod(msgspec.Struct, tag=True, tag_field="kind", frozen=True):

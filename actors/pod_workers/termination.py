@@ -39,8 +39,8 @@ class PodTermination:
 
     async def terminate(self, message: TerminatePod) -> None:
         cri = self.deps.runtime.client
-        name = self.pod.metadata.name if self.pod else ""
-        namespace = self.pod.metadata.namespace if self.pod else ""
+        name = self.pod.metadata.name if self.pod else message.name
+        namespace = self.pod.metadata.namespace if self.pod else message.namespace
         runtime = await read_pod_status(cri, self.uid, name, namespace)
         grace = message.grace_period_seconds
         if grace is None:

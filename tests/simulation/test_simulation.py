@@ -21,6 +21,13 @@ BUG 2  A supervisor cancelled (SIGTERM, its parent stopping it) while it restart
   never stopped: trio left the shielded incarnation with the cancelled start() caller.
   Fixed: the handover is shielded.
 
+BUG 3  (cluster mode) A pod deleted in the API server stayed there for ever, with its
+  deletionTimestamp, when the status manager restarted after the pod's containers were gone
+  but before its DELETE got through (here: the GETs failing with 500s, then a crash that
+  restarts the tree from the runtime link). The pod config gave the deleted pod again, the
+  sync loop made a worker only to terminate it, with no spec; the runtime held nothing of
+  the pod, so its PodTerminated carried no name and the status manager could not delete it.
+  Fixed: TerminatePod carries the pod's namespace and name when the sync loop knows them.
 """
 
 from __future__ import annotations
@@ -198,3 +205,20 @@ def test_bug2_sigterm_during_a_restart_stops_the_tree():
     result = run_schedule(BUG_2_SCHEDULE)
     assert result.ok, report(result)
 
+
+BUG_3_SCHEDULE = Schedule(seed=51, cluster=True, steps=(
+    Step(10.99, "api-fail", code=500, resource="pods", count=8),
+    Step(21.76, "api-add", pod=PodSpec("proxy", (ContainerSpec("main"), ContainerSpec("side"), ContainerSpec("helper")),
+                                       restart_policy="OnFailure", grace=5, api=True)),
+    Step(46.56, "hang-stop"),
+    Step(54.15, "api-delete", pod_name="proxy"),
+    Step(56.76, "api-add", pod=PodSpec("report", (ContainerSpec("main"), ContainerSpec("side"), ContainerSpec("helper")),
+                                       host_network=False, grace=2, api=True)),
+    Step(87.42, "api-delete", pod_name="report"),
+    Step(126.89, "crash", path="root/runtime-link"),
+), faults_end=126.89)
+
+
+def test_bug3_a_deleted_api_pod_is_removed_after_the_status_manager_restarts():
+    result = run_schedule(BUG_3_SCHEDULE)
+    assert result.ok, report(result)

@@ -38,6 +38,7 @@ def pod(uid: str, image: str = "busybox") -> Pod:
 class Node:
     def __init__(self, max_pods: int = 110) -> None:
         self.seen: list[tuple[str, str, str]] = []  # (uid, what, detail)
+        self.terminations: list[TerminatePod] = []
         self.free = trio.Event()
         self.stalled = False
         self.statuses = PodStatuses()
@@ -53,6 +54,7 @@ class Node:
                         await self.free.wait()
                     if isinstance(message, TerminatePod):
                         self.seen.append((uid, "terminate", message.reason))
+                        self.terminations.append(message)
                         return
                     assert isinstance(message, SyncPod)
                     self.seen.append((uid, "sync", message.pod.spec.containers[0].image))
@@ -93,6 +95,18 @@ async def test_add_update_remove_reach_the_pod_worker(node, autojump_clock):
     assert node.take() == [("a", "sync", "busybox:2"), ("a", "sync", "busybox:2")]
     await node.send(PodUpdate(op="REMOVE", source="file", pods=[pod("a")]))
     assert node.take() == [("a", "terminate", "removed from its source (file)")]
+
+
+async def test_a_pod_deleted_in_the_api_is_terminated_by_a_worker_told_its_name(node, autojump_clock):
+    """A worker made only to terminate has no spec: the names come with TerminatePod, so
+    that its PodTerminated lets the status manager delete the API object (BUG 3 of
+    tests/simulation) even when the runtime holds nothing of the pod any more."""
+    deleted = msgspec.structs.replace(pod("a"), metadata=msgspec.structs.replace(
+        pod("a").metadata, deletion_timestamp="2026-01-01T00:00:00Z", deletion_grace_period_seconds=5))
+    await node.send(PodUpdate(op="ADD", source="api", pods=[deleted]))
+    assert node.take() == [("a", "started", "orphan"), ("a", "terminate", "deleted in the API server")]
+    (terminate,) = node.terminations
+    assert (terminate.namespace, terminate.name, terminate.grace_period_seconds) == ("default", "p-a", 5)
 
 
 async def test_pods_beyond_max_pods_are_rejected_with_a_reason_in_pods(node, autojump_clock):
