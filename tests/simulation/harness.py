@@ -11,14 +11,20 @@ process's own: replay with the same PYTHONHASHSEED the failing run printed.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import gc
 import hashlib
+import heapq
+import itertools
 import json
 import logging
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
+import types
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -38,6 +44,7 @@ from pykubelet.pods.manifest import decode_manifests
 from pykubelet.supervisor import NotRunning, RestartIntensityExceeded, SupervisorError
 
 from .cluster import ClusterSide
+from .leaks import counting_mailboxes, describe_fds, mailbox_problems, open_fds, orphan_addresses
 from .runtime import ENDPOINT, EPOCH, SimRuntime
 from .schedule import CRI_CODES, PodSpec, Schedule
 
@@ -171,6 +178,8 @@ class _Harness:
             if again.cancelled_caught:
                 raise RuntimeError("the tree does not stop even with every incarnation cancelled")
         self._scope = None
+        for problem in mailbox_problems():  # nothing is in flight once the tree stopped
+            self.violate(problem)
 
     # -- steps ---------------------------------------------------------------------
 
@@ -347,6 +356,9 @@ class _Harness:
             for v in self.runtime.violations:
                 self.result.violations.append(f"t={v.at:.2f} {v.what}")
             self.check_restarts()
+            orphans = orphan_addresses(self.daemon.root)
+            if orphans:
+                self.violate(f"mailboxes left in the registry with no actor: {orphans}")
             # A quiet moment, then SIGTERM: a stop during a restart is the step
             # restart-daemon's business (BUG 2), not every run's.
             await trio.sleep(QUIET_BEFORE_STOP)
@@ -433,6 +445,9 @@ def _simulated_process(seed: int):
     time.time, time.time_ns = virtual_time, virtual_time_ns
     # The crash-loop back-off binds its clock at definition time: give it the virtual one.
     root_module.CrashLoopBackOff = lambda: CrashLoopBackOff(clock=virtual_time)
+    # So do others (the event recorder, GC, node status, the lease...): a default argument
+    # bound to the real time.time is given the virtual clock while the simulation runs.
+    clock_defaults = _rebind_clock_defaults(real_time, virtual_time)
     trio.to_thread.run_sync = _inline_to_thread
     # UIDs (the simulated API server's) order sets and dicts: drawn from the seed.
     uuid.uuid4 = lambda: uuid.UUID(int=uuid_rng.getrandbits(128), version=4)
@@ -445,10 +460,33 @@ def _simulated_process(seed: int):
     else:
         pykubelet_log.setLevel(logging.ERROR)
         pykubelet_log.propagate = False
+    # Cyclic garbage collection runs when allocations say so, and what it finalizes (an
+    # async generator httpx left suspended) schedules work: off during a run, so that the
+    # run is a function of the seed; collected after it.
+    # trio breaks a tie of two deadlines by the cancel scopes' id(), a memory address: on
+    # a mock clock ties are common (two sleeps of 10 s begun at one instant), so ties go
+    # by the order the deadlines were set instead.
+    saved_add = trio._core._run.Deadlines.add
+    order = itertools.count()
+
+    def add_in_order(self, deadline, cancel_scope) -> None:
+        heapq.heappush(self._heap, (deadline, next(order), cancel_scope))
+        self._active += 1
+
+    trio._core._run.Deadlines.add = add_in_order
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
-        yield
+        with counting_mailboxes():
+            yield
     finally:
+        trio._core._run.Deadlines.add = saved_add
+        if gc_was_enabled:
+            gc.enable()
+        gc.collect()
         time.time, time.time_ns = real_time, real_time_ns
+        for function, defaults, kwdefaults in clock_defaults:
+            function.__defaults__, function.__kwdefaults__ = defaults, kwdefaults
         runtime_link_module.CriClient = saved_cri
         root_module.ApiClient = saved_api
         uuid.uuid4 = saved_uuid4
@@ -460,12 +498,48 @@ def _simulated_process(seed: int):
         pykubelet_log.propagate = saved_propagate
 
 
+def _rebind_clock_defaults(real, virtual) -> list[tuple]:
+    """Every pykubelet function or method whose default argument is `real` gets `virtual`
+    instead; returns what to restore."""
+    changed = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("pykubelet") or module is None:
+            continue
+        for value in list(vars(module).values()):
+            candidates = [value] + (list(vars(value).values()) if isinstance(value, type) else [])
+            for function in candidates:
+                if not isinstance(function, types.FunctionType) or function.__module__ != name:
+                    continue
+                defaults, kwdefaults = function.__defaults__, function.__kwdefaults__
+                uses_real = any(d is real for d in defaults or ()) or any(d is real for d in (kwdefaults or {}).values())
+                if uses_real:
+                    changed.append((function, defaults, kwdefaults))
+                    if defaults:
+                        function.__defaults__ = tuple(virtual if d is real else d for d in defaults)
+                    if kwdefaults:
+                        function.__kwdefaults__ = {k: virtual if d is real else d for k, d in kwdefaults.items()}
+    return changed
+
+
 def run_schedule(schedule: Schedule) -> Result:
     """Play one schedule on a fresh simulated node; the invariants it broke, if any."""
     # The same path for the same seed: a static pod's UID hashes its manifest's path, and
     # UIDs order sets and dicts, so a replay must see the same ones. Short: the admin
     # socket lives under it.
     workdir = os.path.join(tempfile.gettempdir(), f"pksim-{os.getuid()}", str(schedule.seed))
+    with _only_run_of(workdir):  # two runs of one seed at once (two sweeps) share the path
+        return _run_in(schedule, workdir)
+
+
+@contextlib.contextmanager
+def _only_run_of(workdir: str):
+    os.makedirs(os.path.dirname(workdir), exist_ok=True)
+    with open(workdir + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _run_in(schedule: Schedule, workdir: str) -> Result:
     shutil.rmtree(workdir, ignore_errors=True)
     crashes: list[str] = []
     handler = _CrashLog(crashes)
@@ -473,12 +547,16 @@ def run_schedule(schedule: Schedule) -> Result:
     try:
         with _simulated_process(schedule.seed):
             harness = _Harness(schedule, workdir)
+            fds = open_fds()
             try:
                 trio.run(harness.run, clock=trio.testing.MockClock(autojump_threshold=0))
             except BaseException as exc:  # noqa: BLE001 - a crash of the harness or the tree is a finding
                 if isinstance(exc, KeyboardInterrupt):
                     raise
                 harness.result.violations.append(f"the run raised {type(exc).__name__}: {exc!r}"[:2000])
+            leaked = open_fds() - fds
+            if leaked:
+                harness.result.violations.append(f"file descriptors left open after the run: {describe_fds(leaked)}")
     finally:
         logging.getLogger("pykubelet").removeHandler(handler)
         shutil.rmtree(workdir, ignore_errors=True)
