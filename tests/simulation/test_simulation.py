@@ -178,6 +178,25 @@ def test_the_harness_sees_a_status_write_that_changes_nothing(monkeypatch):
     assert any("PATCH pods/status of front changed nothing" in v for v in result.violations), result.violations
 
 
+def test_the_harness_sees_mirror_pods_churned_by_a_restart(monkeypatch):
+    """The mirror pod invariant can fail: issue 14's churn (a restarted kubelet deleting
+    mirror pods as orphans before its board held the static pods again), put back."""
+    from pykubelet.actors import mirror_pods
+
+    original = mirror_pods.mirror_actions
+
+    def before_the_fix(static, mirrors, node, desired=frozenset()):
+        return original(static, mirrors, node, set())  # an orphan is whatever the board lacks
+
+    monkeypatch.setattr(mirror_pods, "mirror_actions", before_the_fix)
+    result = run_schedule(Schedule(seed=6, cluster=True, steps=(
+        Step(1.0, "add", pod=PodSpec("web", (ContainerSpec("main"),))),
+        Step(40.0, "kill-daemon"),
+    ), faults_end=40.0))
+    assert any("mirror pod web-localhost deleted while its static pod was there" in v for v in result.violations), \
+        result.violations
+
+
 # -- regressions: schedules that found real bugs (shrunk) --
 
 
