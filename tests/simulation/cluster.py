@@ -8,12 +8,15 @@ faults), and the invariants that only the API can tell:
   - exactly one mirror pod per static pod, none for a static pod that is gone, and none
     deleted while its static pod existed unchanged;
   - a deleted API pod's object is removed, only after its containers stopped, and never
-    while it was not being deleted.
+    while it was not being deleted;
+  - the Node is registered and Ready, and its Lease renewed within its duration.
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
+import time
 from typing import Any
 
 import msgspec
@@ -148,6 +151,22 @@ class ClusterSide:
         for uid, name in sorted(self.deleted.items()):
             if uid in by_uid:
                 out.append(f"deleted API pod {name} ({uid[:8]}) is still in the API server")
+        return out + self._node_problems()
+
+    def _node_problems(self) -> list[str]:
+        """The Node is registered and Ready; its Lease is held and was renewed within its
+        duration (the node controller would call the node dead otherwise)."""
+        out = []
+        node = self.server.store.get("nodes", "", self.node_name)
+        ready = [c for c in ((node or {}).get("status") or {}).get("conditions", []) if c.get("type") == "Ready"]
+        if node is None or not ready or ready[0].get("status") != "True":
+            out.append(f"node {self.node_name} is not registered Ready: {ready or node}")
+        lease = self.server.store.get("leases", "kube-node-lease", self.node_name)
+        spec = (lease or {}).get("spec") or {}
+        renewed = _unix(spec["renewTime"]) if spec.get("renewTime") else None
+        now = time.time()
+        if spec.get("holderIdentity") != self.node_name or renewed is None or now - renewed > spec.get("leaseDurationSeconds", 0):
+            out.append(f"the node lease is not held or not renewed in time (now {now:.0f}): {spec}")
         return out
 
 
@@ -166,6 +185,10 @@ def status_difference(api: dict[str, Any], kubelet: PodStatus | None) -> str:
         if mine.get(key) != theirs.get(key):
             return f"{key}: API {theirs.get(key)!r} kubelet {mine.get(key)!r}"
     return ""
+
+
+def _unix(rfc3339: str) -> float:
+    return datetime.datetime.strptime(rfc3339.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
 def _normal(value: Any) -> Any:

@@ -37,6 +37,7 @@ import sys
 import time
 
 import pytest
+import trio
 
 from .harness import Result, run_schedule, shrink
 from .schedule import ContainerSpec, PodSpec, Schedule, Step, generate
@@ -195,6 +196,19 @@ def test_the_harness_sees_mirror_pods_churned_by_a_restart(monkeypatch):
     ), faults_end=40.0))
     assert any("mirror pod web-localhost deleted while its static pod was there" in v for v in result.violations), \
         result.violations
+
+
+def test_the_harness_sees_a_lease_that_is_never_renewed(monkeypatch):
+    from pykubelet.actors import root
+
+    def no_lease(settings, **_):
+        async def run(ctx) -> None:
+            await trio.sleep_forever()
+        return run
+
+    monkeypatch.setattr(root, "node_lease_actor", no_lease)
+    result = run_schedule(CLUSTER_SCHEDULE)
+    assert any("the node lease is not held or not renewed in time" in v for v in result.violations), result.violations
 
 
 # -- regressions: schedules that found real bugs (shrunk) --
