@@ -234,13 +234,17 @@ async def open_unix(path: str) -> trio.SocketListener:
     # Born in a directory only root may enter, made 0600, then moved into place: no window
     # in which another user could connect, and no process-wide umask changed meanwhile
     # (files other tasks create then would get the wrong mode).
-    private = tempfile.mkdtemp(prefix=".admin-socket-", dir=os.path.dirname(path) or ".")
     try:
-        born = os.path.join(private, "socket")
-        await sock.bind(born)
-        os.chmod(born, 0o600)
-        os.rename(born, path)
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
-    sock.listen(64)
+        private = tempfile.mkdtemp(prefix=".admin-socket-", dir=os.path.dirname(path) or ".")
+        try:
+            born = os.path.join(private, "socket")
+            await sock.bind(born)
+            os.chmod(born, 0o600)
+            os.rename(born, path)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+        sock.listen(64)
+    except BaseException:
+        sock.close()  # not left to the garbage collector: the error's traceback holds it
+        raise
     return trio.SocketListener(sock)

@@ -366,3 +366,17 @@ async def test_the_admin_socket_is_made_0600_without_touching_the_process_umask(
         assert sorted(p.name for p in tmp_path.iterdir()) == ["pykubelet.sock"]  # no private dir left
     finally:
         await listener.aclose()
+
+
+async def test_an_admin_socket_that_cannot_be_bound_leaves_no_descriptor_open(tmp_path):
+    """Found by the simulation's leak check: the socket was left to the garbage collector,
+    and the error's traceback holds it (a supervisor keeps the last error of each crash),
+    so each failed start of the server kept one descriptor."""
+    gone = tmp_path / "removed" / "pykubelet.sock"  # its directory does not exist
+    before = set(os.listdir("/proc/self/fd"))
+    errors = []
+    for _ in range(3):
+        with pytest.raises(OSError) as caught:
+            await open_unix(str(gone))
+        errors.append(caught.value)  # as crash records keep them
+    assert set(os.listdir("/proc/self/fd")) == before
