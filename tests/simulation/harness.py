@@ -4,8 +4,11 @@ simulated runtime and a real manifest directory, plays a Schedule, and checks in
 Determinism: one seed fixes the schedule, every latency of the simulated runtime, Python's
 global `random` (the pod workers' resync jitter) and trio's own scheduling coin; file I/O
 that the actors hand to threads runs inline; time.time() follows the virtual clock (the
-crash-loop back-off compares it with container finish times). String hashing is the
-process's own: replay with the same PYTHONHASHSEED the failing run printed.
+crash-loop back-off compares it with container finish times, and every default argument
+bound to time.time); trio's ties between equal deadlines go by the order they were set;
+cyclic GC waits for the end of the run. String hashing is the process's own: replay with
+the same PYTHONHASHSEED the failing run printed, in the same checkout (static pods' UIDs
+hash their manifests' paths, which live in a folder of the checkout's own).
 """
 
 from __future__ import annotations
@@ -524,11 +527,15 @@ def _rebind_clock_defaults(real, virtual) -> list[tuple]:
 def run_schedule(schedule: Schedule) -> Result:
     """Play one schedule on a fresh simulated node; the invariants it broke, if any."""
     # The same path for the same seed: a static pod's UID hashes its manifest's path, and
-    # UIDs order sets and dicts, so a replay must see the same ones. Short: the admin
-    # socket lives under it.
-    workdir = os.path.join(tempfile.gettempdir(), f"pksim-{os.getuid()}", str(schedule.seed))
+    # UIDs order sets and dicts, so a replay must see the same ones. One folder per
+    # checkout: sweeps of two checkouts on one machine must not share it. Short: the
+    # admin socket lives under it.
+    workdir = os.path.join(tempfile.gettempdir(), f"pksim-{os.getuid()}-{_CHECKOUT}", str(schedule.seed))
     with _only_run_of(workdir):  # two runs of one seed at once (two sweeps) share the path
         return _run_in(schedule, workdir)
+
+
+_CHECKOUT = hashlib.sha256(os.path.dirname(os.path.abspath(__file__)).encode()).hexdigest()[:8]
 
 
 @contextlib.contextmanager
