@@ -112,6 +112,10 @@ class SimApiServer:
     def latency(self, seconds: float, duration: float) -> None:
         self.faults.add({"kind": "latency", "seconds": seconds, "duration": duration})
 
+    def hang(self, duration: float) -> None:
+        """Requests held unanswered for `duration`, and open watches stalled."""
+        self.faults.add({"kind": "hang", "duration": duration})
+
     def reset(self, duration: float) -> int:
         """Open connections reset now, and every request for `duration`; the number cut."""
         self.faults.add({"kind": "reset", "duration": duration})

@@ -80,6 +80,8 @@ class ClusterSide:
             server.latency(step.code / 1000, step.duration)
         elif step.kind == "api-reset":
             server.reset(step.duration)
+        elif step.kind == "api-hang":
+            server.hang(step.duration)
         elif step.kind == "api-lose":
             server.lose_answers += step.count
         elif step.kind == "api-expire":

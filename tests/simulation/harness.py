@@ -344,7 +344,7 @@ class _Harness:
             for index, step in enumerate(schedule.steps):
                 await trio.sleep_until(start + step.at)
                 await self.step(index, nursery)
-                if step.kind in ("runtime-down", "api-latency", "api-reset"):
+                if step.kind in ("runtime-down", "api-latency", "api-reset", "api-hang"):
                     settle = max(settle, step.at + step.duration)
             # Faults have stopped: every pod must reach its desired state within the bound.
             deadline = start + settle + CONVERGENCE_BOUND

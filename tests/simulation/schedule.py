@@ -9,9 +9,9 @@ the daemon. Every fault happens before `faults_end`; after it the schedule only 
 generate(seed, cluster=True) plays cluster mode: beside the static pods (now with mirror
 pods), pods created in the API server bound to the node, edited in their mutable fields
 (a container's image, activeDeadlineSeconds, labels) and deleted gracefully; and API
-faults: errors (500, 503, 429), 409 conflicts on writes, latency, connection resets
-(open watches cut), lost answers (the server acted, the client saw a reset) and watch
-history compacted (410 Gone, a re-list).
+faults: errors (500, 503, 429), 409 conflicts on writes, latency, requests held unanswered
+(hang), connection resets (open watches cut), lost answers (the server acted, the client
+saw a reset) and watch history compacted (410 Gone, a re-list).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class Step:
     at: float  # virtual seconds since the first daemon started
     # add | edit | delete | exit | crash | cri-error | runtime-down | hang-stop | kill-daemon
     # | restart-daemon; cluster mode: api-add | api-edit | api-delete | api-fail | api-conflict
-    # | api-latency | api-reset | api-lose | api-expire
+    # | api-latency | api-reset | api-hang | api-lose | api-expire
     kind: str
     pod: PodSpec | None = None
     pod_name: str = ""
@@ -130,7 +130,7 @@ class Step:
             return f"{head} {self.pod_name}"
         if self.kind in ("api-fail", "api-conflict"):
             return f"{head} {self.code} x{self.count} {self.resource or 'all'}"
-        if self.kind in ("api-latency", "api-reset"):
+        if self.kind in ("api-latency", "api-reset", "api-hang"):
             return f"{head} for {self.duration:.1f}s" + (f" ({self.code}ms)" if self.code else "")
         if self.kind == "api-lose":
             return f"{head} x{self.count}"
@@ -187,7 +187,7 @@ def generate(seed: int, *, length: int | None = None, stop_faults: bool = True, 
         choices = ["add"] * (4 if len(statics) < (2 if cluster else 3) else 1)
         if cluster:
             choices += ["api-add"] * (4 if len(apis) < 3 else 1)
-            choices += ["api-fail", "api-conflict", "api-latency", "api-reset", "api-lose", "api-expire"]
+            choices += ["api-fail", "api-conflict", "api-latency", "api-reset", "api-lose", "api-expire", "api-hang"]
         if pods:  # (this order keeps a standalone seed's schedule as it always was)
             choices += ["exit"] * 5 + ["edit", "delete"] * bool(statics) + ["crash"] * 3 + ["cri-error"] * 3
             choices += ["runtime-down", "kill-daemon"] + (["hang-stop"] if stop_faults else [])
@@ -261,6 +261,8 @@ def generate(seed: int, *, length: int | None = None, stop_faults: bool = True, 
             steps.append(Step(t, kind, code=rng.choice((50, 200, 1000, 5000)), duration=round(rng.uniform(1.0, 30.0), 1)))
         elif kind == "api-reset":
             steps.append(Step(t, kind, duration=round(rng.uniform(0.0, 10.0), 1)))
+        elif kind == "api-hang":  # longer than the client's 60 s timeout, at times
+            steps.append(Step(t, kind, duration=round(rng.uniform(1.0, 90.0), 1)))
         elif kind == "api-lose":
             steps.append(Step(t, kind, count=rng.randint(1, 3)))
         elif kind == "api-expire":

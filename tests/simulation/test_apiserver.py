@@ -100,6 +100,17 @@ async def test_faults_fail_delay_and_reset_on_virtual_time(server, autojump_cloc
         await api.list("/api/v1/pods", MINE)
 
 
+async def test_a_hang_holds_requests_until_the_client_gives_up(server, autojump_clock):
+    async with client(server, timeout=20.0) as api:
+        server.hang(duration=60.0)
+        started = trio.current_time()
+        with pytest.raises(ApiUnavailable):
+            await api.list("/api/v1/pods", MINE)
+        assert trio.current_time() - started == pytest.approx(20.0)
+        await trio.sleep(40.0)
+        await api.list("/api/v1/pods", MINE)
+
+
 async def test_a_lost_answer_still_wrote(server, autojump_clock):
     await server.admin("POST", PODS, pod("a"))
     async with client(server) as api:
