@@ -477,6 +477,27 @@ def _simulated_process(seed: int):
         self._active += 1
 
     trio._core._run.Deadlines.add = add_in_order
+    # So does a cancelled scope wake its tasks, and its child scopes, in set order (by
+    # identity): in the order they joined it instead.
+    cancel_status = trio._core._run.CancelStatus
+    saved_post_init = cancel_status.__attrs_post_init__
+
+    def ordered_post_init(self) -> None:
+        self._children, self._tasks = _OrderedSet(), _OrderedSet()
+        saved_post_init(self)
+
+    cancel_status.__attrs_post_init__ = ordered_post_init
+    # And trio.Event wakes its waiters in set order: in the order the tasks were made.
+    saved_event_set = trio.Event.set
+
+    def set_in_order(self) -> None:
+        if not self._flag:
+            self._flag = True
+            for task in sorted(self._tasks, key=lambda t: t._counter):
+                trio.lowlevel.reschedule(task)
+            self._tasks.clear()
+
+    trio.Event.set = set_in_order
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -484,6 +505,8 @@ def _simulated_process(seed: int):
             yield
     finally:
         trio._core._run.Deadlines.add = saved_add
+        cancel_status.__attrs_post_init__ = saved_post_init
+        trio.Event.set = saved_event_set
         if gc_was_enabled:
             gc.enable()
         gc.collect()
@@ -499,6 +522,19 @@ def _simulated_process(seed: int):
         trio_rng.setstate(saved_trio_rng)
         pykubelet_log.setLevel(saved_level)
         pykubelet_log.propagate = saved_propagate
+
+
+class _OrderedSet(dict):
+    """The part of set that trio's CancelStatus uses, iterated in insertion order."""
+
+    def add(self, item) -> None:
+        self[item] = None
+
+    def remove(self, item) -> None:
+        del self[item]
+
+    def discard(self, item) -> None:
+        self.pop(item, None)
 
 
 def _rebind_clock_defaults(real, virtual) -> list[tuple]:
