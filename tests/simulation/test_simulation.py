@@ -28,6 +28,12 @@ BUG 3  (cluster mode) A pod deleted in the API server stayed there for ever, wit
   sync loop made a worker only to terminate it, with no spec; the runtime held nothing of
   the pod, so its PodTerminated carried no name and the status manager could not delete it.
   Fixed: TerminatePod carries the pod's namespace and name when the sync loop knows them.
+
+BUG 4  (the registry leak check) A pod worker's mailbox address outlived the pod workers'
+  supervisor: restarted (here by the PLEG's crash, rest_for_one) while a worker of a pod
+  being terminated lived, the registry kept that worker's address, one per such pod and
+  restart, with whatever was queued in it. Fixed: a supervisor that ends closes the
+  addresses of its dynamic children.
 """
 
 from __future__ import annotations
@@ -254,4 +260,20 @@ BUG_3_SCHEDULE = Schedule(seed=51, cluster=True, steps=(
 
 def test_bug3_a_deleted_api_pod_is_removed_after_the_status_manager_restarts():
     result = run_schedule(BUG_3_SCHEDULE)
+    assert result.ok, report(result)
+
+
+BUG_4_SCHEDULE = Schedule(seed=478, steps=(
+    Step(28.69, "add", pod=PodSpec("job", (ContainerSpec("main"), ContainerSpec("side"), ContainerSpec("helper")), grace=3)),
+    Step(65.87, "kill-daemon"),
+    Step(90.34, "runtime-down", duration=19.8),
+    Step(100.05, "edit", pod=PodSpec("job", (ContainerSpec("main"), ContainerSpec("side"), ContainerSpec("helper")), grace=3,
+                                     version=2)),
+    Step(111.91, "delete", pod_name="job"),
+    Step(115.32, "crash", path="root/pleg"),
+), faults_end=115.32)
+
+
+def test_bug4_a_restarted_pod_workers_supervisor_leaves_no_address_behind():
+    result = run_schedule(BUG_4_SCHEDULE)
     assert result.ok, report(result)

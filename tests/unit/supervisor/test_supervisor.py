@@ -480,3 +480,20 @@ async def test_an_asyncio_cancellation_leaking_out_of_an_actor_is_a_crash_not_a_
         child = tree.snapshot().children[0]
         assert child.restarts == 1 and child.last_error.type == "CancelledError" and child.state == "running"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_restarted_supervisor_forgets_the_addresses_of_its_dynamic_children(autojump_clock, journal):
+    """Found by the simulation's leak check: a pod worker's address outlived the pod
+    workers' supervisor, one per pod that lived when it was restarted."""
+    pool = Supervisor.child_spec("workers", [journal.actor("static", mailbox=MailboxSpec(durable=True))])
+    tree = Supervisor("root", [pool])
+    async with trio.open_nursery() as nursery:
+        await run_tree(nursery, tree)
+        await tree.find_supervisor("root/workers").start_child(
+            journal.actor("w1", restart="transient", mailbox=MailboxSpec(durable=True)))
+        assert "root/workers/w1" in tree.registry
+        await tree.restart_child("workers")
+        await settle()
+        assert "root/workers/w1" not in tree.registry
+        assert "root/workers/static" in tree.registry  # a static child keeps its mailbox
+        nursery.cancel_scope.cancel()
