@@ -258,11 +258,6 @@ BUG_3_SCHEDULE = Schedule(seed=51, cluster=True, steps=(
 ), faults_end=126.89)
 
 
-def test_bug3_a_deleted_api_pod_is_removed_after_the_status_manager_restarts():
-    result = run_schedule(BUG_3_SCHEDULE)
-    assert result.ok, report(result)
-
-
 BUG_4_SCHEDULE = Schedule(seed=478, steps=(
     Step(28.69, "add", pod=PodSpec("job", (ContainerSpec("main"), ContainerSpec("side"), ContainerSpec("helper")), grace=3)),
     Step(65.87, "kill-daemon"),
@@ -274,6 +269,10 @@ BUG_4_SCHEDULE = Schedule(seed=478, steps=(
 ), faults_end=115.32)
 
 
-def test_bug4_a_restarted_pod_workers_supervisor_leaves_no_address_behind():
-    result = run_schedule(BUG_4_SCHEDULE)
+@pytest.mark.parametrize("schedule", [BUG_3_SCHEDULE, BUG_4_SCHEDULE], ids=[
+    "bug3_a_deleted_api_pod_is_removed_after_the_status_manager_restarts",
+    "bug4_a_restarted_pod_workers_supervisor_leaves_no_address_behind",
+])
+def test_found_schedule_keeps_every_invariant(schedule):
+    result = run_schedule(schedule)
     assert result.ok, report(result)
