@@ -27,6 +27,12 @@ class PodStatuses:
         """The status the pod carried when its source gave it (None: not on the board)."""
         return self._source_status.get(uid)
 
+    def source_pod(self, uid: str) -> Pod | None:
+        """The pod as its source gave it, the last time it was published (None: not on the
+        board)."""
+        pod = self._pods.get(uid)
+        return msgspec.structs.replace(pod, status=self._source_status[uid]) if pod is not None else None
+
     def get(self, uid: str) -> PodStatus | None:
         pod = self._pods.get(uid)
         return pod.status if pod is not None else None

@@ -64,8 +64,18 @@ def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
     """The actor for pod `uid`; `pod` is its spec when created (None: an orphan found in the
     runtime, which only ever gets TerminatePod)."""
 
+    restarted = False
+
     async def run(ctx: ActorContext) -> None:
-        await PodWorker(uid, pod, deps).run(ctx)
+        nonlocal restarted
+        spec = pod
+        if restarted:
+            # Go on from the newest spec this worker published, not the one it was made
+            # with: a crash after an edit would roll the pod back to its first spec, and
+            # restart its changed containers twice (simulation BUG 5).
+            spec = deps.statuses.source_pod(uid) or pod
+        restarted = True
+        await PodWorker(uid, spec, deps).run(ctx)
 
     return run
 

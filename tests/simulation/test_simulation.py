@@ -34,6 +34,12 @@ BUG 4  (the registry leak check) A pod worker's mailbox address outlived the pod
   being terminated lived, the registry kept that worker's address, one per such pod and
   restart, with whatever was queued in it. Fixed: a supervisor that ends closes the
   addresses of its dynamic children.
+
+BUG 5  (cluster mode) A pod worker restarted after a crash went back to the spec it was
+  made with: the pod's first image after an edit of it. It killed the container and
+  started the old image, then got the newest spec again and restarted it once more: two
+  needless restarts per crash. Fixed: a restarted worker goes on from the newest spec it
+  published on the board.
 """
 
 from __future__ import annotations
@@ -269,9 +275,18 @@ BUG_4_SCHEDULE = Schedule(seed=478, steps=(
 ), faults_end=115.32)
 
 
-@pytest.mark.parametrize("schedule", [BUG_3_SCHEDULE, BUG_4_SCHEDULE], ids=[
+BUG_5_SCHEDULE = Schedule(seed=1041, cluster=True, steps=(
+    Step(1.10, "api-add", pod=PodSpec("front", (ContainerSpec("main"),), grace=10, host_network=False, api=True)),
+    Step(19.24, "api-edit", pod=PodSpec("front", (ContainerSpec("main", image=1),), grace=10, host_network=False, api=True)),
+    Step(41.67, "crash", path="root/pod-workers/front"),
+    Step(49.67, "crash", path="root/status-manager"),
+), faults_end=49.67)
+
+
+@pytest.mark.parametrize("schedule", [BUG_3_SCHEDULE, BUG_4_SCHEDULE, BUG_5_SCHEDULE], ids=[
     "bug3_a_deleted_api_pod_is_removed_after_the_status_manager_restarts",
     "bug4_a_restarted_pod_workers_supervisor_leaves_no_address_behind",
+    "bug5_a_restarted_pod_worker_keeps_the_newest_spec",
 ])
 def test_found_schedule_keeps_every_invariant(schedule):
     result = run_schedule(schedule)
