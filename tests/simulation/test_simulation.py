@@ -54,10 +54,10 @@ import trio
 from .harness import Result, run_schedule, shrink
 from .schedule import ContainerSpec, PodSpec, Schedule, Step, generate
 
-# Measured here: about 9 standalone seeds a second on one core (0.1-0.6 s of wall time a
-# seed for a schedule of 6-22 steps and ~2-9 virtual minutes), and about 2 cluster-mode
-# seeds a second (a dozen more actors, and the API server in the same process). CI runs
-# CI_SEEDS in all, the last CI_CLUSTER_SEEDS of them in cluster mode, in CI's 2 minutes.
+# Measured here (process CPU time, one core): 0.14 s a standalone seed (a schedule of 6-22
+# steps and ~2-9 virtual minutes), 0.35 s a cluster-mode seed (a dozen more actors, and the
+# API server in the same process). CI runs CI_SEEDS in all, the last CI_CLUSTER_SEEDS of
+# them in cluster mode: about 80 s of CPU, in CI's 2 minutes.
 CI_SEEDS = 500
 CI_CLUSTER_SEEDS = 100
 SEEDS = int(os.environ.get("SIM_SEEDS", CI_SEEDS))
