@@ -52,10 +52,11 @@ class DesiredPods:
     """The sync loop's desired pod UIDs, published for readers (garbage collection).
 
     `current()` is None until every source has been seen: before then no pod may be
-    taken for deleted."""
+    taken for deleted. `rejected`: the pods admission refused (--runonce reports them)."""
 
     def __init__(self) -> None:
         self.uids: frozenset[str] = frozenset()
+        self.rejected: frozenset[str] = frozenset()
         self.sources_ready = False
 
     def current(self) -> set[str] | None:
@@ -103,7 +104,7 @@ def sync_loop_actor(
         if pressure is not None:
             loop.pressure = pressure
         view = published if published is not None else DesiredPods()
-        view.uids, view.sources_ready = frozenset(), False  # a new incarnation starts empty
+        view.uids, view.rejected, view.sources_ready = frozenset(), frozenset(), False  # a new incarnation starts empty
         assert ctx.mailbox is not None
         last_iteration = [trio.current_time()]
         async with trio.open_nursery() as nursery:
@@ -114,6 +115,8 @@ def sync_loop_actor(
                 await loop.handle(message)
                 loop.deliver_undelivered()
                 view.uids, view.sources_ready = frozenset(loop.desired), loop.sources_ready
+                if view.rejected != loop.rejected:
+                    view.rejected = frozenset(loop.rejected)
                 last_iteration[0] = trio.current_time()
 
     return run

@@ -204,6 +204,9 @@ _FLAGS = (
           "where the self-signed serving certificate is kept (default <root-dir>/pki)"),
     _Flag("enable-fault-injection", "flags.enable_fault_injection", _parse_bool, "BOOL",
           "allow POST /debug/actors/{path}/crash on the admin socket (default false)", boolean=True),
+    _Flag("runonce", "flags.run_once", _parse_bool, "BOOL",
+          "run the static pods of --pod-manifest-path/--manifest-url once, wait for them and exit "
+          "(0: every pod running or succeeded); not with --kubeconfig", boolean=True),
     # KubeletConfiguration fields, by Go name.
     _Flag("container-runtime-endpoint", "config.containerRuntimeEndpoint", _parse_string, "ENDPOINT",
           f"CRI socket (unix://...) or 'embedded' (default {DEFAULT_RUNTIME_ENDPOINT})"),

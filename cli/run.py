@@ -1,11 +1,13 @@
 """`pykubelet run`: read the configuration, then run the actor tree until SIGTERM/SIGINT.
 
 Exit codes: 0 after a signal (the tree stopped in order; containers keep running),
-1 when the root supervisor gave up, 2 for a configuration error.
+1 when the root supervisor gave up, 2 for a configuration error. --runonce (cli/runonce.py)
+exits with its pods' result instead.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -42,6 +44,7 @@ from .config import (
     exit_on_configuration_error,
     prepare_root_dir,
 )
+from . import runonce
 from .logs import configure_logging
 from .resources import (
     NodeBudget,
@@ -69,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         loaded = build_configuration(args[1:])
         configure_logging(loaded.config.logging.format, loaded.config.logging.verbosity)
+        expected = runonce.prepare(loaded) if loaded.flags.run_once else None  # before anything starts
         prepare_root_dir(loaded.flags.root_dir)
         for warning in loaded.warnings:
             log.warning("%s", warning)
@@ -76,6 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         containers = start_container_manager(settings.containers) if settings.containers is not None else None
     except ConfigurationError as error:
         exit_on_configuration_error(error)
+    if expected is not None:
+        return trio.run(functools.partial(runonce.run_once, expected=expected), runonce.without_ports(settings), containers)
     return trio.run(serve, settings, containers)
 
 
