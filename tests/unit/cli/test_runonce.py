@@ -8,7 +8,6 @@ import io
 
 import pytest
 import trio
-import trio.testing
 
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.root import DaemonSettings
@@ -19,11 +18,6 @@ from pykubelet.cli.config import ConfigurationError, build_configuration
 from pykubelet.cli.runonce import RunOnceFailed, read_manifests, refuse_unsupported, report, wait_for_pods
 from pykubelet.pods.run_once import Verdict
 from tests.unit.pods.test_run_once import RUNNING, pod, waiting
-
-
-@pytest.fixture
-def autojump_clock():
-    return trio.testing.MockClock(autojump_threshold=0)
 
 
 class Tree:
