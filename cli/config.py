@@ -365,7 +365,10 @@ def read_config_file(path: str) -> ConfigFile:
             raise ConfigurationError(f'{where}: field "{field}": {_quote(document[field])} is not '
                                      f"supported; set {field}: {expected}")  # fmt: skip
     warnings = []
-    ignored = sorted(name for name in document if name in GO_ONLY_FIELDS)
+    ignored = sorted(name for name in document if name in GO_ONLY_FIELDS and name != "runOnce")
+    if "runOnce" in document:
+        warnings.append(f"{where}: ignoring field runOnce: pass --runonce on the command line to run "
+                        "the static pods once (the Go kubelet refuses the field since it removed --runonce)")  # fmt: skip
     if ignored:
         warnings.append(f"{where}: ignoring fields of the Go kubelet that pykubelet does not "
                         f"implement: {', '.join(ignored)}")  # fmt: skip

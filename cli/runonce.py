@@ -144,7 +144,7 @@ async def wait_for_pods(
     delays = retry_delays()
     while True:
         for uid in sorted(pending):
-            pod = _on_board(statuses, uid)
+            pod = statuses.pod(uid)
             if pod is not None:
                 names[uid] = pod.full_name
             verdict = judge(pod, rejected=uid in rejected)
@@ -163,13 +163,6 @@ async def wait_for_pods(
         log.info("%d pods not there yet, looking again in %s", len(pending), format_duration(delay))
         await trio.sleep(delay)
     return sorted(((names.get(uid, uid), verdict) for uid, verdict in verdicts.items()), key=lambda item: item[0])
-
-
-def _on_board(statuses: PodStatuses, uid: str) -> Pod | None:
-    for pod in statuses.pods():
-        if pod.metadata.uid == uid:
-            return pod
-    return None
 
 
 def _log_verdict(name: str, verdict: Verdict) -> None:

@@ -4,40 +4,35 @@ every WATCHDOG_USEC/2, STOPPING=1 on SIGTERM, then exit 0."""
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 
+from tests.support import systemd as support
 from tests.support.daemon import DaemonProcess
 from tests.support.pods import TRAPPING_LOOP, container, pod_manifest, write_manifest
 
 
-class FakeSystemd:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(path))
-        self.sock.settimeout(0.1)
+class FakeSystemd(support.FakeSystemd):
+    def __init__(self, address: str) -> None:
+        super().__init__(address)
         self.messages: list[tuple[float, str]] = []
 
     def read(self, until, what: str, timeout: float = 30.0) -> None:
-        """Read datagrams until `until(messages)` holds."""
+        """Read datagrams until `until(messages)` holds, noting when each came."""
         deadline = time.monotonic() + timeout
         while not until([m for _, m in self.messages]):
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}; got {self.messages}")
-            try:
-                self.messages.append((time.monotonic(), self.sock.recv(4096).decode()))
-            except TimeoutError:
-                pass
+            self.messages.extend((time.monotonic(), m) for m in self.received())
+            time.sleep(0.02)
 
 
 def test_daemon_tells_systemd_ready_status_watchdog_and_stopping(embedded_runtime, tmp_path, monkeypatch):
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     write_manifest(manifests, pod_manifest("web", [container("web", TRAPPING_LOOP)]))
-    systemd = FakeSystemd(tmp_path / "notify")
-    monkeypatch.setenv("NOTIFY_SOCKET", str(systemd.path))
+    systemd = FakeSystemd(str(tmp_path / "notify"))
+    monkeypatch.setenv("NOTIFY_SOCKET", systemd.address)
     monkeypatch.setenv("WATCHDOG_USEC", "1000000")  # WatchdogSec=1: a ping every 0.5 s
     daemon = DaemonProcess(Path(embedded_runtime.root), "--container-runtime-endpoint=embedded",
                            f"--pod-manifest-path={manifests}", "--hostname-override=node1").start()
@@ -56,4 +51,4 @@ def test_daemon_tells_systemd_ready_status_watchdog_and_stopping(embedded_runtim
         assert "STOPPING=1\nSTATUS=stopping: received SIGTERM" in [m for _, m in systemd.messages]
     finally:
         daemon.stop()
-        systemd.sock.close()
+        systemd.close()

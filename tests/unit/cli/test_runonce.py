@@ -164,3 +164,13 @@ def test_the_flag_parses_as_go_spells_it(tmp_path):
 def test_the_tree_runs_without_its_ports():
     settings = runonce.without_ports(DaemonSettings(root_dir="/r", runtime=RuntimeLinkSettings("unix:///r.sock")))
     assert (settings.healthz_port, settings.kubelet_api) == (0, None)
+
+
+def test_run_once_in_the_config_file_is_named_as_not_read(tmp_path):
+    config = tmp_path / "kubelet.yaml"
+    config.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nrunOnce: true\n")
+    loaded = build_configuration([f"--config={config}"])
+    assert loaded.flags.run_once is False
+    assert [w for w in loaded.warnings if "runOnce" in w] == [
+        f"--config {config}: ignoring field runOnce: pass --runonce on the command line to run the static "
+        "pods once (the Go kubelet refuses the field since it removed --runonce)"]

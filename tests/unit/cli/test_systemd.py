@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-import socket
 import uuid
 
 import msgspec
@@ -24,19 +23,12 @@ from pykubelet.messages.pod import Pod, PodStatus
 from pykubelet.messages.pod_updates import PodUpdate, SyncLoopMessage
 from pykubelet.ports.systemd_notify import NotifySocket, WatchdogConfigError, watchdog_interval
 from pykubelet.supervisor import ChildSpec, MailboxSpec, Supervisor
+from tests.support import systemd as support
 
 WATCHDOG_USEC = "60000000"  # WatchdogSec=60: a ping every 30 s
 
 
-class FakeSystemd:
-    """The receiving end of NOTIFY_SOCKET."""
-
-    def __init__(self, address: str) -> None:
-        self.address = address
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind("\0" + address[1:] if address.startswith("@") else address)
-        self.sock.setblocking(False)
-
+class FakeSystemd(support.FakeSystemd):
     async def collect(self, into: list[tuple[float, str]]) -> None:
         """Read as systemd does, every second (a unix datagram queue holds only a few),
         noting when each message was seen."""
@@ -44,21 +36,12 @@ class FakeSystemd:
             into.extend((trio.current_time(), m) for m in self.received())
             await trio.sleep(1)
 
-    def received(self) -> list[str]:
-        """Every datagram received since the last call, one string each."""
-        out = []
-        while True:
-            try:
-                out.append(self.sock.recv(4096).decode())
-            except BlockingIOError:
-                return out
-
 
 @pytest.fixture
 def systemd(tmp_path):
     fake = FakeSystemd(str(tmp_path / "notify"))
     yield fake
-    fake.sock.close()
+    fake.close()
 
 
 def test_notify_sends_one_datagram_to_a_path_socket(systemd):
@@ -73,7 +56,7 @@ def test_notify_reaches_an_abstract_socket():
         assert NotifySocket.from_environment({"NOTIFY_SOCKET": fake.address}).notify("WATCHDOG=1")
         assert fake.received() == ["WATCHDOG=1"]
     finally:
-        fake.sock.close()
+        fake.close()
 
 
 def test_without_notify_socket_nothing_is_notified():
