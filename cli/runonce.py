@@ -20,7 +20,9 @@ from typing import Sequence, TextIO
 import httpx
 import trio
 
+from pykubelet.actors import events as events_reasons
 from pykubelet.actors.container_manager import ContainerManager
+from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.root import Daemon, DaemonSettings
 from pykubelet.actors.runtime_link import RuntimeHandle
@@ -37,6 +39,9 @@ from .node import node_name
 
 log = logging.getLogger("pykubelet.runonce")
 
+# The events a pod worker records when a pod-level step of its sync fails: Go's SyncPod
+# returns these as errors, and runonce fails the pod on them.
+POD_SYNC_ERRORS = frozenset({events_reasons.FAILED_MOUNT_VOLUME, events_reasons.FAILED_CREATE_POD_SANDBOX})
 SOURCES_POLL = 0.01  # how often the sync loop's desired set is looked at while it is not complete
 
 
@@ -111,6 +116,7 @@ async def wait_for_pods(
     desired: DesiredPods,
     statuses: PodStatuses,
     expected: Sequence[Pod] = (),
+    events: EventRecorder | None = None,
     runtime_timeout: float = 120.0,
     manifest_delay: float = RUN_ONCE_MANIFEST_DELAY,
 ) -> list[tuple[str, Verdict]]:
@@ -147,7 +153,7 @@ async def wait_for_pods(
             pod = statuses.pod(uid)
             if pod is not None:
                 names[uid] = pod.full_name
-            verdict = judge(pod, rejected=uid in rejected)
+            verdict = judge(pod, rejected=uid in rejected, pod_errors=_pod_errors(events, uid))
             verdicts[uid] = verdict
             if verdict.done:
                 pending.discard(uid)
@@ -163,6 +169,14 @@ async def wait_for_pods(
         log.info("%d pods not there yet, looking again in %s", len(pending), format_duration(delay))
         await trio.sleep(delay)
     return sorted(((names.get(uid, uid), verdict) for uid, verdict in verdicts.items()), key=lambda item: item[0])
+
+
+def _pod_errors(events: EventRecorder | None, uid: str) -> list[str]:
+    """The pod's failed pod-level steps, from the events its worker recorded."""
+    if events is None:
+        return []
+    return [f"{e.reason}: {e.message}" for e in events.events(involved_uid=uid)
+            if e.type == "Warning" and e.reason in POD_SYNC_ERRORS]
 
 
 def _log_verdict(name: str, verdict: Verdict) -> None:
@@ -206,7 +220,7 @@ async def run_once(
                     try:
                         results = await wait_for_pods(
                             runtime=daemon.runtime, desired=daemon.desired, statuses=daemon.statuses,
-                            expected=expected, runtime_timeout=settings.runtime.request_timeout,
+                            expected=expected, events=daemon.events, runtime_timeout=settings.runtime.request_timeout,
                         )
                     except RunOnceFailed as error:
                         problem = str(error)

@@ -4,14 +4,14 @@ when to look again. Pure: fed a pod as the status board shows it, returns a verd
 A pod's goal is every container of its spec running (Go's isPodRunning), or, for a pod
 that runs to completion, Succeeded. A sync error (a container waiting with an error
 reason, ErrImagePull, CrashLoopBackOff, ...) fails the pod at once, as Go's runPod returns
-SyncPod's error; a pod merely not there yet is looked at again after 1 s, doubling, and
+SyncPod's error (so does a failed volume mount or sandbox); a pod merely not there yet is looked at again after 1 s, doubling, and
 fails after runOnceMaxRetries (10) such waits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Literal
+from typing import Iterator, Literal, Sequence
 
 from pykubelet.messages.pod import ContainerStatus, Pod
 
@@ -51,8 +51,10 @@ def retry_delays() -> Iterator[float]:
         delay *= RUN_ONCE_RETRY_DELAY_BACKOFF
 
 
-def judge(pod: Pod | None, *, rejected: bool = False) -> Verdict:
-    """One look at a pod on the status board (None: no status published yet)."""
+def judge(pod: Pod | None, *, rejected: bool = False, pod_errors: Sequence[str] = ()) -> Verdict:
+    """One look at a pod on the status board (None: no status published yet). pod_errors:
+    why its pod-level steps failed ("FailedMount: ...", "FailedCreatePodSandBox: ..."),
+    which Go's SyncPod returns as errors too, while its containers wait in ContainerCreating."""
     if pod is None:
         return Verdict("Pending", "no status yet")
     status = pod.status
@@ -72,6 +74,8 @@ def judge(pod: Pod | None, *, rejected: bool = False) -> Verdict:
     if not not_running:
         count = len(pod.spec.containers)
         return Verdict("Running", f"{count}/{count} containers running")
+    if pod_errors:
+        return Verdict("Failed", pod_errors[-1])
     return Verdict("Pending", f"not running: {', '.join(_waiting(by_name, name) for name in not_running)}")
 
 

@@ -125,3 +125,15 @@ def test_runonce_bad_manifest_on_the_embedded_runtime_starts_no_runtime(tmp_path
     assert result.returncode == 2, result.stdout + result.stderr
     assert "bad.yaml" in result.stderr and "spec.containers" in result.stderr
     assert not (root / "embedded-runtime").exists()
+
+
+def test_runonce_fails_a_pod_whose_volume_cannot_be_mounted_without_waiting_the_retries(embedded_runtime, tmp_path, manifests):
+    missing = tmp_path / "no-such-dir"
+    write_manifest(manifests, pod_manifest(
+        "data", [container("app", TRAPPING_LOOP, volumeMounts=[{"name": "d", "mountPath": "/d"}])],
+        volumes=[{"name": "d", "hostPath": {"path": str(missing), "type": "Directory"}}],
+    ))
+    result = run_once(Path(embedded_runtime.root), manifests, "--container-runtime-endpoint=embedded", timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = lines(result)["default/data-node1"]
+    assert "Failed" in line and "FailedMount" in line and str(missing) in line

@@ -9,6 +9,9 @@ import io
 import pytest
 import trio
 
+from prometheus_client import CollectorRegistry
+
+from pykubelet.actors.events import EventRecorder, pod_reference
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.root import DaemonSettings
 from pykubelet.actors.runtime_link import RuntimeHandle, RuntimeLinkSettings
@@ -73,6 +76,20 @@ async def test_a_sync_error_fails_the_pod_at_the_next_look(autojump_clock):
         [(name, verdict)] = await tree.wait()
     assert trio.current_time() == 3
     assert verdict == Verdict("Failed", "container app: ErrImagePull: not found")
+
+
+async def test_a_failed_mount_recorded_by_the_worker_fails_the_pod_at_the_next_look(autojump_clock):
+    tree = Tree()
+    tree.sources_ready("u1")
+    p = pod("Pending", {"app": waiting("ContainerCreating")})
+    tree.publish(p)
+    events = EventRecorder(CollectorRegistry(), host="node1")
+    events.record(pod_reference(p), "Normal", "Pulled", "image present")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(at, 2, lambda: events.record(pod_reference(p), "Warning", "FailedMount", "hostPath /d: missing"))
+        [(name, verdict)] = await tree.wait(events=events)
+    assert trio.current_time() == 3
+    assert verdict == Verdict("Failed", "FailedMount: hostPath /d: missing")
 
 
 async def test_rejected_pods_are_judged_at_once_and_pods_are_named(autojump_clock):

@@ -16,7 +16,7 @@ from pykubelet.messages.pod import (
     PodSpec,
     PodStatus,
 )
-from pykubelet.pods.run_once import RUN_ONCE_MAX_RETRIES, gave_up, judge, retry_delays
+from pykubelet.pods.run_once import RUN_ONCE_MAX_RETRIES, Verdict, gave_up, judge, retry_delays
 
 RUNNING = ContainerState(running=ContainerStateRunning(started_at="2026-11-27T05:00:00Z"))
 
@@ -103,3 +103,14 @@ def test_a_rejected_pod_names_the_reason():
 def test_giving_up_names_the_retries_and_the_last_state():
     last = judge(pod("Pending", {"app": waiting("ContainerCreating")}))
     assert gave_up(last).detail == "containers not running after 10 retries (not running: app (ContainerCreating))"
+
+
+def test_a_failed_mount_fails_a_pod_whose_containers_wait_to_be_created():
+    verdict = judge(pod("Pending", {"app": waiting("ContainerCreating")}),
+                    pod_errors=["FailedMount: hostPath /data: not a directory"])
+    assert verdict == Verdict("Failed", "FailedMount: hostPath /data: not a directory")
+
+
+def test_a_past_pod_error_does_not_fail_a_pod_that_runs():
+    verdict = judge(pod("Running", {"app": RUNNING}), pod_errors=["FailedMount: once"])
+    assert verdict.outcome == "Running"
