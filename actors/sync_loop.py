@@ -80,6 +80,9 @@ class SyncLoopSettings:
     max_pods: int = 110  # --max-pods
     workers: str = "root/pod-workers"
     node: NodeView = NodeView()
+    # Terminate what the runtime holds that no source wants, once every source was seen.
+    # --runonce does not (Go's runonce has no housekeeping): it leaves other pods alone.
+    terminate_unwanted: bool = True
 
 
 def sync_loop_actor(
@@ -285,7 +288,7 @@ class SyncLoop:
         pod = self.desired.get(uid)
         if pod is not None:
             await self._sync(pod)
-        elif self.sources_ready:
+        elif self.sources_ready and self.settings.terminate_unwanted:
             await self._terminate(uid, reason="no source wants it")
 
     async def _housekeeping(self) -> None:
@@ -293,7 +296,7 @@ class SyncLoop:
         for uid, pod in self.desired.items():
             if not self.workers.has_child(uid):  # its worker ended: a lost message, or a re-add
                 await self._sync(pod)
-        if not self.sources_ready or self.runtime_pods.latest is None:
+        if not self.sources_ready or self.runtime_pods.latest is None or not self.settings.terminate_unwanted:
             return
         for uid in self.runtime_pods.latest.pod_uids() - self.desired.keys():
             if uid and not self.workers.has_child(uid):

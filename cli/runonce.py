@@ -101,10 +101,15 @@ def read_manifests(config, node_name: str) -> list[Pod]:
     return pods
 
 
-def without_ports(settings: DaemonSettings) -> DaemonSettings:
-    """The tree of `pykubelet run` without its ports: Go's runonce serves neither the
-    kubelet API nor healthz (the admin socket stays, for pykubelet-inspect)."""
-    return dataclasses.replace(settings, kubelet_api=None, healthz_port=0)
+def runonce_settings(settings: DaemonSettings) -> DaemonSettings:
+    """The tree of `pykubelet run` without its ports and without housekeeping: Go's runonce
+    serves neither the kubelet API nor healthz (the admin socket stays, for
+    pykubelet-inspect), and terminates no pod that its sources do not list (another
+    kubelet's static pods, or those of an earlier run, stay as they are)."""
+    return dataclasses.replace(
+        settings, kubelet_api=None, healthz_port=0,
+        sync=dataclasses.replace(settings.sync, terminate_unwanted=False),
+    )
 
 
 # --- waiting for the pods ------------------------------------------------------------

@@ -116,6 +116,15 @@ def test_runonce_on_the_embedded_runtime(embedded_runtime, tmp_path, manifests):
     # The embedded runtime and the running container outlive the command.
     assert running_containers(embedded_runtime.socket)["web"] == "CONTAINER_RUNNING"
     assert any(os.path.exists(f"/proc/{pid}") for pid in embedded_runtime.container_pids())
+    # A second run with other manifests leaves the first run's pods alone (Go's runonce
+    # has no housekeeping): only its own pod is judged.
+    others = manifests.parent / "others"
+    others.mkdir()
+    write_manifest(others, pod_manifest("other", [container("other", TRAPPING_LOOP)]))
+    again = run_once(Path(embedded_runtime.root), others, "--container-runtime-endpoint=embedded")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert list(lines(again)) == ["default/other-node1"]
+    assert running_containers(embedded_runtime.socket)["web"] == "CONTAINER_RUNNING"
 
 
 def test_runonce_bad_manifest_on_the_embedded_runtime_starts_no_runtime(tmp_path, manifests):

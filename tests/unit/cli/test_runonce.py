@@ -179,7 +179,7 @@ def test_the_flag_parses_as_go_spells_it(tmp_path):
 
 
 def test_the_tree_runs_without_its_ports():
-    settings = runonce.without_ports(DaemonSettings(root_dir="/r", runtime=RuntimeLinkSettings("unix:///r.sock")))
+    settings = runonce.runonce_settings(DaemonSettings(root_dir="/r", runtime=RuntimeLinkSettings("unix:///r.sock")))
     assert (settings.healthz_port, settings.kubelet_api) == (0, None)
 
 
