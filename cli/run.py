@@ -84,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as error:
         exit_on_configuration_error(error)
     if expected is not None:
-        return trio.run(functools.partial(runonce.run_once, expected=expected), runonce.runonce_settings(settings), containers)
+        run_once = functools.partial(runonce.run_once, expected=expected)
+        return trio.run(run_once, runonce.runonce_settings(settings), containers)
     return trio.run(functools.partial(serve, notify=notify, watchdog=watchdog), settings, containers)
 
 

@@ -49,6 +49,18 @@ class RunOnceFailed(Exception):
     """--runonce cannot run its pods (a source unreachable, no runtime); exit 1."""
 
 
+def prepare(loaded) -> list[Pod]:
+    """What main does first with --runonce, before anything starts: refuse what it cannot
+    do (exit 2), read the manifests (a bad one: exit 2; an unreachable URL: exit 1)."""
+    for warning in refuse_unsupported(loaded.flags, loaded.config, loaded.explicit):
+        log.warning("%s", warning)
+    try:
+        return read_manifests(loaded.config, node_name(loaded.flags.hostname_override))
+    except RunOnceFailed as error:
+        print(f"pykubelet: --runonce: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 def refuse_unsupported(flags, config, explicit: frozenset[str]) -> list[str]:
     """ConfigurationError for what --runonce cannot do; the warnings for what it leaves out.
 
@@ -230,8 +242,8 @@ async def run_once(
                     except RunOnceFailed as error:
                         problem = str(error)
                     tree.cancel_scope.cancel()
-            except RestartIntensityExceeded as error:
-                problem = f"the root supervisor gave up: {error}"
+            except* RestartIntensityExceeded as group:  # raised inside the tree's nursery
+                problem = f"the root supervisor gave up: {group.exceptions[0]}"
             nursery.cancel_scope.cancel()
     if results is None:
         print(f"pykubelet: --runonce: {problem or 'interrupted before every pod was judged'}", file=sys.stderr)
@@ -246,14 +258,3 @@ async def _stop_on_signal(signals, stop: trio.CancelScope) -> None:
         stop.cancel()
         return
 
-
-def prepare(loaded) -> list[Pod]:
-    """What main does first with --runonce, before anything starts: refuse what it cannot
-    do (exit 2), read the manifests (a bad one: exit 2; an unreachable URL: exit 1)."""
-    for warning in refuse_unsupported(loaded.flags, loaded.config, loaded.explicit):
-        log.warning("%s", warning)
-    try:
-        return read_manifests(loaded.config, node_name(loaded.flags.hostname_override))
-    except RunOnceFailed as error:
-        print(f"pykubelet: --runonce: {error}", file=sys.stderr)
-        raise SystemExit(1) from None

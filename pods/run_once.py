@@ -3,9 +3,9 @@ when to look again. Pure: fed a pod as the status board shows it, returns a verd
 
 A pod's goal is every container of its spec running (Go's isPodRunning), or, for a pod
 that runs to completion, Succeeded. A sync error (a container waiting with an error
-reason, ErrImagePull, CrashLoopBackOff, ...) fails the pod at once, as Go's runPod returns
-SyncPod's error (so does a failed volume mount or sandbox); a pod merely not there yet is looked at again after 1 s, doubling, and
-fails after runOnceMaxRetries (10) such waits.
+reason, ErrImagePull, CrashLoopBackOff, ..., or a failed volume mount or sandbox) fails the
+pod at once, as Go's runPod returns SyncPod's error; a pod merely not there yet is looked
+at again after 1 s, doubling, and fails after runOnceMaxRetries (10) such waits.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def judge(pod: Pod | None, *, rejected: bool = False, pod_errors: Sequence[str] 
         return Verdict("Succeeded", "every container exited 0")
     if status.phase == "Failed":
         return Verdict("Failed", _failed_detail(pod))
-    for kind, statuses in (("init container", status.init_container_statuses), ("container", status.container_statuses)):
+    kinds = (("init container", status.init_container_statuses), ("container", status.container_statuses))
+    for kind, statuses in kinds:
         for container in statuses:
             problem = _sync_error(container)
             if problem:
