@@ -79,27 +79,32 @@ class ServiceNotifier:
         self._unhealthy: str | None = None
 
     async def run(self, tree_started: TreeStarted) -> None:
-        """From the tree's start until cancelled: the watchdog, READY=1, then STATUS= changes."""
+        """From the tree's start until cancelled: the watchdog, STATUS= changes (also while
+        the runtime is awaited: `systemctl status` says what the start waits for), and
+        READY=1 once the runtime answered."""
         await tree_started.event.wait()
         async with trio.open_nursery() as nursery:
             if self.watchdog is not None:
                 log.info("systemd watchdog: WATCHDOG=1 every %gs while the tree is healthy", self.watchdog)
                 nursery.start_soon(self._feed_watchdog)
+            nursery.start_soon(self._report_status)
             await self.runtime_answered()
-            # The link asks Status right after the handshake: the first STATUS= line should
-            # say what it answered, but READY does not wait on a runtime that is not ready.
+            # The link asks Status right after the handshake: the READY line's STATUS=
+            # should say what it answered, but READY does not wait on a runtime not ready.
             with trio.move_on_after(FIRST_STATUS_WAIT):
                 while not any(c.name == RUNTIME_CHECK and c.ok for c in self.health.checks()):
                     await trio.sleep(0.05)
             self._status = self._current_status()
             self.socket.notify("READY=1", f"STATUS={self._status}")
             log.info("told systemd READY=1: %s", self._status)
-            while True:
-                await trio.sleep(self.status_period)
-                status = self._current_status()
-                if status != self._status:
-                    self._status = status
-                    self.socket.notify(f"STATUS={status}")
+
+    async def _report_status(self) -> None:
+        while True:
+            status = self._current_status()
+            if status != self._status:
+                self._status = status
+                self.socket.notify(f"STATUS={status}")
+            await trio.sleep(self.status_period)
 
     def stopping(self, why: str) -> None:
         self.socket.notify("STOPPING=1", f"STATUS=stopping: {why}")
