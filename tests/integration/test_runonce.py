@@ -5,15 +5,18 @@ anything starts. Containers keep running after the exit."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import grpc
 import pytest
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
-from tests.support.daemon import DaemonProcess
+from tests.support.daemon import DaemonProcess, free_port
 from tests.support.pods import TRAPPING_LOOP, container, pod_manifest, write_manifest
 
 MISSING_IMAGE = "127.0.0.1:5999/missing:1"  # a registry on loopback that is not there
@@ -146,3 +149,54 @@ def test_runonce_fails_a_pod_whose_volume_cannot_be_mounted_without_waiting_the_
     assert result.returncode == 1, result.stdout + result.stderr
     line = lines(result)["default/data-node1"]
     assert "Failed" in line and "FailedMount" in line and str(missing) in line
+
+
+@pytest.fixture
+def manifest_server():
+    """A PodList served on 127.0.0.1 (set `body` before the request)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        body = b""
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(Handler.body)))
+            self.end_headers()
+            self.wfile.write(Handler.body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, Handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_runonce_from_a_manifest_url_names_a_pod_refused_at_admission(embedded_runtime, tmp_path, manifest_server):
+    server, handler = manifest_server
+    handler.body = json.dumps({"apiVersion": "v1", "kind": "PodList", "items": [
+        pod_manifest("first", [container("first", TRAPPING_LOOP)]),
+        pod_manifest("second", [container("second", TRAPPING_LOOP)]),
+    ]}).encode()
+    url = f"http://127.0.0.1:{server.server_address[1]}/pods"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run_once(Path(embedded_runtime.root), empty, f"--manifest-url={url}", "--max-pods=1",
+                      "--container-runtime-endpoint=embedded")
+    assert result.returncode == 1, result.stdout + result.stderr
+    by_pod = lines(result)
+    assert sorted(by_pod) == ["default/first-node1", "default/second-node1"]
+    assert "Running" in by_pod["default/first-node1"]
+    assert "Rejected" in by_pod["default/second-node1"] and "OutOfpods" in by_pod["default/second-node1"]
+
+
+def test_runonce_from_a_manifest_url_that_does_not_answer_exits_1_before_anything_starts(tmp_path, manifests):
+    root = tmp_path / "root"
+    result = run_once(root, manifests, f"--manifest-url=http://127.0.0.1:{free_port()}/pods",
+                      "--container-runtime-endpoint=embedded")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "--manifest-url http://127.0.0.1:" in result.stderr and "cannot connect" in result.stderr
+    assert not (root / "embedded-runtime").exists()
