@@ -196,7 +196,8 @@ class SyncLoop:
             await self._housekeeping()
         elif isinstance(message, SourcesReady):
             if not self.sources_ready:
-                log.info("all sources seen (%s): pods no source wants will be terminated", ", ".join(message.sources))
+                then = ": pods no source wants will be terminated" if self.settings.terminate_unwanted else ""
+                log.info("all sources seen (%s)%s", ", ".join(message.sources), then)
             self.sources_ready = True
             await self._housekeeping()
         elif isinstance(message, EvictPod):
