@@ -20,6 +20,7 @@ from pykubelet.cli import runonce
 from pykubelet.cli.config import ConfigurationError, build_configuration
 from pykubelet.cli.runonce import RunOnceFailed, read_manifests, refuse_unsupported, report, wait_for_pods
 from pykubelet.pods.run_once import Verdict
+from pykubelet.supervisor import RestartIntensityExceeded
 from tests.unit.pods.test_run_once import RUNNING, pod, waiting
 
 
@@ -191,3 +192,22 @@ def test_run_once_in_the_config_file_is_named_as_not_read(tmp_path):
     assert [w for w in loaded.warnings if "runOnce" in w] == [
         f"--config {config}: ignoring field runOnce: pass --runonce on the command line to run the static "
         "pods once (the Go kubelet refuses the field since it removed --runonce)"]
+
+
+async def test_a_root_supervisor_that_gives_up_ends_the_run_with_exit_1(monkeypatch, capsys, autojump_clock):
+    class GivingUp(Tree):
+        def __init__(self, settings, containers=None) -> None:
+            super().__init__()
+            self.runtime._connected = trio.Event()  # never answers: only the give-up ends the wait
+            self.events = None
+
+        async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+            task_status.started()
+            await trio.sleep(5)
+            raise RestartIntensityExceeded("root", 11, 30, "sync-loop", ValueError("boom"))
+
+    monkeypatch.setattr(runonce, "Daemon", GivingUp)
+    settings = DaemonSettings(root_dir="/r", runtime=RuntimeLinkSettings("unix:///r.sock"))
+    assert await runonce.run_once(settings) == 1
+    assert trio.current_time() == 5
+    assert "--runonce: the root supervisor gave up: supervisor root gave up" in capsys.readouterr().err
