@@ -77,6 +77,7 @@ class ServiceNotifier:
         self.status_period = status_period
         self._status = ""
         self._unhealthy: str | None = None
+        self._stopping = False  # after STOPPING=1 the status line stays as it was told
 
     async def run(self, tree_started: TreeStarted) -> None:
         """From the tree's start until cancelled: the watchdog, STATUS= changes (also while
@@ -101,12 +102,13 @@ class ServiceNotifier:
     async def _report_status(self) -> None:
         while True:
             status = self._current_status()
-            if status != self._status:
+            if status != self._status and not self._stopping:
                 self._status = status
                 self.socket.notify(f"STATUS={status}")
             await trio.sleep(self.status_period)
 
     def stopping(self, why: str) -> None:
+        self._stopping = True
         self.socket.notify("STOPPING=1", f"STATUS=stopping: {why}")
 
     def failed(self, why: str) -> None:

@@ -173,6 +173,9 @@ async def test_ready_once_the_runtime_answered_then_status_changes(systemd, nurs
     assert not_pings(systemd) == []  # no change, no line
     node.notifier.stopping("SIGTERM")
     assert not_pings(systemd) == ["STOPPING=1\nSTATUS=stopping: SIGTERM"]
+    node.statuses.remove("a")
+    await trio.sleep(3)
+    assert not_pings(systemd) == []  # the stopping line stays what systemctl status shows
 
 
 async def test_watchdog_every_half_period_stops_when_the_sync_loop_wedges(systemd, nursery, autojump_clock):
