@@ -45,6 +45,7 @@ from pykubelet.ports.apiserver.client import PatchType
 from pykubelet.ports.apiserver.errors import AlreadyExists, ApiError, NotFound
 from pykubelet.ports.cri import CriError
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.node_status")
 
@@ -366,7 +367,7 @@ class _NodeStatus:
         now = trio.current_time()
         changed = status_changed(old, new)
         if changed:
-            log.debug("node status changed: %s", ", ".join(sorted(k for k in {*old, *new} if old.get(k) != new.get(k))))
+            log.log(V(4), "node status changed: %s", ", ".join(sorted(k for k in {*old, *new} if old.get(k) != new.get(k))))
         if not needs_report(self.last_report_at, now, changed, self.settings.report_frequency):
             self.problem.cleared(f"node {self.name}: the API server answers again")
             return

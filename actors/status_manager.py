@@ -59,6 +59,7 @@ from pykubelet.ports.apiserver import (
     Unauthorized,
 )
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.status_manager")
 
@@ -269,7 +270,7 @@ class StatusManager:
         if body is not None:
             answer = await self.client.patch(record.path + "/status", body, "strategic")
             self._learn(record, answer)
-            log.debug("pod status written (version %d)", version, extra=record.fields)
+            log.log(V(3), "pod status written (version %d)", version, extra=record.fields)
         record.synced = version
         if record.static:
             record.recheck_at = trio.current_time() + self.settings.period
@@ -293,7 +294,7 @@ class StatusManager:
         """A static pod without its mirror pod (yet): look again after a period."""
         record.api_status, record.api_uid = None, ""
         record.recheck_at = record.hold_until = trio.current_time() + self.settings.period
-        log.debug("static pod has no mirror pod yet: status not written", extra=record.fields)
+        log.log(V(4), "static pod has no mirror pod yet: status not written", extra=record.fields)
 
     def _learn(self, record: PodRecord, pod: dict[str, Any]) -> None:
         record.api_status = pod.get("status") or {}

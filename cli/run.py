@@ -42,7 +42,7 @@ from .config import (
     exit_on_configuration_error,
     prepare_root_dir,
 )
-from .logs import configure_logging
+from .logs import configure_daemon_logging
 from .resources import (
     NodeBudget,
     container_manager_settings,
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         loaded = build_configuration(args[1:])
-        configure_logging(loaded.config.logging.format, loaded.config.logging.verbosity)
+        configure_daemon_logging(loaded.config.logging)
         prepare_root_dir(loaded.flags.root_dir)
         for warning in loaded.warnings:
             log.warning("%s", warning)

@@ -45,6 +45,7 @@ from pykubelet.supervisor import ActorContext, MailboxFull, Registry, UnknownAdd
 from pykubelet.actors.volumes.manager import MountFailed, VolumeManager
 
 from pykubelet.messages.pod_status_reports import PodStatusChanged
+from pykubelet.supervisor.verbosity import V
 
 from .deps import PodWorkerDeps
 from . import termination_message
@@ -272,13 +273,13 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
                 self.record(pod, None, "Warning", events.FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {exc}")
                 raise
             self.deps.metrics.started_pods.inc()
-            log.info("pod sandbox created", extra={**self.fields, "sandbox": sandbox_id})
+            log.log(V(2), "pod sandbox created", extra={**self.fields, "sandbox": sandbox_id})
         if actions.init_containers_to_start or actions.containers_to_start:
             await self._pod_network(pod, runtime, sandbox_id, fresh=actions.create_sandbox)
         by_id = {c.id: c for c in runtime.containers}
         stops = []
         for kill in actions.containers_to_kill:
-            log.info("killing container: %s", kill.message, extra={**self.fields, "container": kill.name})
+            log.log(V(2), "killing container: %s", kill.message, extra={**self.fields, "container": kill.name})
             if kill.container_id in by_id:
                 own = kill.grace_period_seconds
                 stops.append((by_id[kill.container_id], grace if own is None else own))
@@ -370,7 +371,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
             self.running_reported = True
             deps.metrics.pod_start_duration.observe(time.time() - self.first_seen)
         if previous is None or previous.phase != status.phase:
-            log.info("pod phase %s", status.phase, extra=self.fields)
+            log.log(V(2), "pod phase %s", status.phase, extra=self.fields)
 
     def _kubelet_failure(self) -> KubeletFailure | None:
         eviction = self.eviction

@@ -26,6 +26,7 @@ from pykubelet.pods.manifest import CONFIG_MIRROR
 from pykubelet.messages.pod_updates import ManifestProblem, SourcePods
 from pykubelet.ports.apiserver import ApiError, Gone, WatchEvent, decode
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.sources.api")
 
@@ -176,7 +177,7 @@ class _ErrorLog:
         if key != self._last:
             log.warning("pods from the API server: %s (retrying, back-off up to %gs)", exc, BACKOFF_MAX)
             self._last = key
-        log.debug("pods from the API server: retry in %gs", retry_in)
+        log.log(V(4), "pods from the API server: retry in %gs", retry_in)
 
     def recovered(self) -> None:
         if self._last is not None:
@@ -209,7 +210,7 @@ async def list_and_watch(
                     delay = backoff_initial
                 if pods.replace(items):
                     changed()
-                log.debug("listed %d pods at resourceVersion %s", len(pods), resource_version)
+                log.log(V(4), "listed %d pods at resourceVersion %s", len(pods), resource_version)
             params = {
                 "fieldSelector": selector,
                 "resourceVersion": resource_version,
