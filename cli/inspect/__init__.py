@@ -189,7 +189,8 @@ def _run(args: argparse.Namespace, command: list[str], client: AdminClient, cons
             _print_json(raw)
         else:
             now = datetime.now(timezone.utc)
-            console.print(render_events(events, now, all_namespaces=not args.namespace))
+            table = render_events(events, now, all_namespaces=not args.namespace, width=_terminal_width())
+            console.print(table, crop=False)  # the table fits itself; rich must cut no reason or count
     elif args.command == "logs":
         return _logs(args, client, sys.stdout.buffer)
     elif args.command == "exec":

@@ -200,6 +200,54 @@ def test_events_table_in_one_namespace_has_no_namespace_column():
     assert lines[1].split() == ["30s", "Normal", "Started", "pod/web", "Started", "container", "app", "1"]
 
 
+LONG_EVENTS = event_list(
+    event("web-with-a-long-name", "FailedMount",
+          'MountVolume.SetUp failed for volume "data": persistentVolumeClaim volumes are not supported '
+          "by pykubelet; use hostPath or emptyDir", type="Warning", count=12, field_path="", ago=timedelta(minutes=2)),
+    event("dns", "BackOff", "Back-off restarting failed container coredns in pod dns_kube-system(u)",
+          type="Warning", namespace="kube-system", field_path="spec.containers{coredns}", count=1234),
+)
+
+
+def printed(renderable, width) -> list[str]:
+    """The lines as main() prints them to a terminal `width` wide: crop=False."""
+    console = Console(record=True, width=width)
+    console.print(renderable, crop=False)
+    return console.export_text().splitlines()
+
+
+@pytest.mark.parametrize("width", [107, 120, 140])  # the other columns take 87
+def test_a_narrow_terminal_wraps_the_event_message_and_cuts_no_other_column(width):
+    events = msgspec.json.decode(LONG_EVENTS, type=EventList)
+    lines = printed(inspect.render_events(events, NOW, width=width), width)
+    assert max(len(line) for line in lines) <= width
+    text = "\n".join(lines)
+    for whole in ("FailedMount", "BackOff", "pod/web-with-a-long-name", "pod/dns/spec.containers{coredns}",
+                  "kube-system", "Warning", "LAST SEEN", "COUNT"):
+        assert whole in text, whole
+    header = lines[0]
+    message_at, count_at = header.index("MESSAGE"), header.index("COUNT")
+    # Each event's first line ends with its whole count, under COUNT; the message is all there, wrapped.
+    firsts = [line for line in lines[1:] if line[:message_at].strip()]
+    assert [line[count_at:].strip() for line in firsts] == ["12", "1234"]
+    messages = " ".join(line[message_at:count_at].strip() for line in lines[1:])
+    for event_json in msgspec.json.decode(LONG_EVENTS)["items"]:
+        assert "".join(event_json["message"].split()) in "".join(messages.split())  # a long word may fold
+
+
+def test_events_through_a_pipe_keep_each_message_on_its_line():
+    events = msgspec.json.decode(LONG_EVENTS, type=EventList)
+    lines = printed(inspect.render_events(events, NOW, width=None), 400)
+    assert len(lines) == 3 and lines[1].rstrip().endswith("12") and "use hostPath or emptyDir" in lines[1]
+
+
+def test_narrower_than_the_fixed_columns_still_cuts_none_and_the_line_wraps():
+    events = msgspec.json.decode(LONG_EVENTS, type=EventList)
+    lines = printed(inspect.render_events(events, NOW, width=40), 400)  # as wide as it needs
+    assert "pod/dns/spec.containers{coredns}" in "\n".join(lines) and lines[1].split()[-1] == "12"
+    assert max(len(line) for line in lines) > 40
+
+
 def test_no_events_says_so():
     assert as_text(inspect.render_events(EventList(kind="EventList"), NOW)).strip() == "No events."
 
