@@ -861,3 +861,140 @@ def test_exec_refuses_an_argument_run_would_split(daemon, capsys, argument):
         "(as the Go kubelet's does), so an argument can be neither empty nor contain whitespace; "
         "put such a command in a script inside the container and run that\n")
     assert daemon.requests == [("GET", "/pods")]
+
+
+# -- top ----------------------------------------------------------------------------------
+
+
+def worker(path: str, received: int | None, *, depth: int = 0, capacity: int = 64, state: str = "running",
+           restarts: int = 0) -> ActorSnapshot:
+    box = None if received is None else MailboxStats(depth=depth, capacity=capacity, received=received)
+    return ActorSnapshot(name=path.rsplit("/", 1)[-1], path=path, kind="worker", state=state, restarts=restarts,
+                         mailbox=box)
+
+
+def tree_of(*workers: ActorSnapshot) -> ActorSnapshot:
+    return ActorSnapshot(name="root", path="root", kind="supervisor", strategy="rest_for_one", state="running",
+                         restarts=0, children=list(workers))
+
+
+def test_top_rates_are_received_deltas_over_the_interval_busiest_first():
+    before = tree_of(worker("root/pleg", 100), worker("root/sync-loop", 1000), worker("root/gc", 5),
+                     worker("root/status", 50))
+    after = tree_of(worker("root/pleg", 110), worker("root/sync-loop", 1400, depth=9),
+                    worker("root/gc", 5, depth=2), worker("root/status", 50),
+                    worker("root/pod-workers/u1", 30))  # new since the last poll: counts from 0
+    rows = inspect.top_rows(before, after, 2.0)
+    assert [(r.path, r.messages_per_second, r.depth) for r in rows] == [
+        ("root/sync-loop", 200.0, 9),
+        ("root/pod-workers/u1", 15.0, 0),
+        ("root/pleg", 5.0, 0),
+        ("root/gc", 0.0, 2),       # idle: the deeper mailbox first
+        ("root/status", 0.0, 0),
+        ("root", None, None),      # a supervisor has no mailbox
+    ]
+
+
+def test_top_counts_a_mailbox_that_started_over_from_zero():
+    rows = inspect.top_rows(tree_of(worker("root/pleg", 500)), tree_of(worker("root/pleg", 40, restarts=1)), 4.0)
+    assert rows[0].messages_per_second == 10.0 and rows[0].restarts == 1
+
+
+def test_top_without_a_previous_poll_has_no_rate():
+    assert [r.messages_per_second for r in inspect.top_rows(None, tree_of(worker("root/pleg", 5)), 1.0)] == [None, None]
+
+
+def test_top_table_shows_every_column_and_what_it_left_out():
+    after = tree_of(worker("root/sync-loop", 1400, depth=64, capacity=64, restarts=2, state="restarting"),
+                    worker("root/pleg", 110), worker("root/gc", 5))
+    rows = inspect.top_rows(tree_of(worker("root/sync-loop", 1000), worker("root/pleg", 100), worker("root/gc", 5)),
+                            after, 2.0)
+    lines = as_text(inspect.render_top(rows, "admin socket /x.sock", NOW, 2.0, limit=2)).splitlines()
+    assert lines[0].split() == ["admin", "socket", "/x.sock", "12:00:00", "every", "2s", "4", "actors", "205.0",
+                                "messages/s"]
+    assert lines[1].split() == ["ACTOR", "STATE", "RESTARTS", "MAILBOX", "MSG/S", "RECEIVED"]
+    assert lines[2].split() == ["root/sync-loop", "restarting", "2", "64/64", "200.0", "1400"]
+    assert lines[3].split() == ["root/pleg", "running", "0", "0/64", "5.0", "110"]
+    assert lines[4].strip() == "... 2 more (quieter) actors"
+
+
+class Polls:
+    """Serves successive snapshots: the next one at each sleep; a clock that moves by the sleeps."""
+
+    def __init__(self, daemon, *snapshots: ActorSnapshot) -> None:
+        self.daemon, self.snapshots, self.now, self.sleeps = daemon, list(snapshots), 100.0, []
+        self._serve()
+
+    def _serve(self) -> None:
+        serve_json(self.daemon, "GET", "/debug/actors", msgspec.json.encode(self.snapshots.pop(0)))
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        if not self.snapshots:
+            raise KeyboardInterrupt
+        self._serve()
+
+    def clock(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def polls(daemon, monkeypatch):
+    def make(*snapshots):
+        p = Polls(daemon, *snapshots)
+        monkeypatch.setattr(inspect._top.time, "sleep", p.sleep)
+        monkeypatch.setattr(inspect._top.time, "monotonic", p.clock)
+        return p
+    return make
+
+
+def test_top_once_prints_one_table_over_one_interval(daemon, polls, capsys):
+    p = polls(tree_of(worker("root/pleg", 100)), tree_of(worker("root/pleg", 130)))
+    assert main(["--socket", daemon.server_address, "top", "--once", "--interval", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert p.sleeps == [3.0] and len(daemon.requests) == 2
+    assert out[2].split() == ["root/pleg", "running", "0", "0/64", "10.0", "130"]
+
+
+def test_top_iterations_as_json_lines_for_scripts(daemon, polls, capsys):
+    polls(tree_of(worker("root/pleg", 0)), tree_of(worker("root/pleg", 20)), tree_of(worker("root/pleg", 60)))
+    assert main(["--socket", daemon.server_address, "top", "--iterations", "2", "--interval", "1", "-o", "json"]) == 0
+    frames = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [f["actors"][0]["messages_per_second"] for f in frames] == [20.0, 40.0]
+    assert frames[0]["actors"][0] == {"path": "root/pleg", "state": "running", "restarts": 0, "depth": 0,
+                                      "capacity": 64, "received": 20, "messages_per_second": 20.0}
+    assert frames[0]["interval"] == 1.0
+
+
+def test_top_live_redraws_until_ctrl_c_and_keeps_the_last_table_while_the_daemon_is_away(
+        daemon, polls, capsys, monkeypatch):
+    p = polls(tree_of(worker("root/pleg", 0)), tree_of(worker("root/pleg", 50)))
+    real_sleep = p.sleep
+
+    def sleep_then_fail(seconds):
+        if len(p.sleeps) == 1:  # the second poll finds no daemon
+            p.sleeps.append(seconds)
+            daemon.routes[("GET", "/debug/actors")] = (500, "text/plain", b"snapshot failed")
+            return
+        if len(p.sleeps) == 2:
+            raise KeyboardInterrupt
+        real_sleep(seconds)
+
+    monkeypatch.setattr(inspect._top.time, "sleep", sleep_then_fail)
+    assert main(["--socket", daemon.server_address, "top", "--interval", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "root/pleg" in out and "100.0" in out
+    assert "unreachable: GET /debug/actors: 500 Internal Server Error: snapshot failed" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["top", "-o", "json"], "top -o json prints lines for scripts: give --once or --iterations N"),
+    (["top", "--iterations", "0"], "--iterations 0: give 1 or more"),
+    (["top", "--interval", "0"], "--interval must be > 0 seconds"),
+    (["top", "--once", "--iterations", "2"], "not allowed with argument"),
+])
+def test_top_refuses_what_it_cannot_do(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
