@@ -998,3 +998,33 @@ def test_top_refuses_what_it_cannot_do(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+class FakeKubelet(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """The same fake on 127.0.0.1 TCP, for --address."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], tuple[int, str, bytes]] = {}
+        self.requests: list[tuple[str, str]] = []
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+def test_top_over_address_reads_the_same_snapshots(monkeypatch, capsys):
+    server = FakeKubelet()
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        polls_over_tcp = Polls(server, tree_of(worker("root/pleg", 0)), tree_of(worker("root/pleg", 8)))
+        monkeypatch.setattr(inspect._top.time, "sleep", polls_over_tcp.sleep)
+        monkeypatch.setattr(inspect._top.time, "monotonic", polls_over_tcp.clock)
+        address = f"http://127.0.0.1:{server.server_address[1]}"
+        assert main(["--address", address, "top", "--once", "--interval", "2"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].startswith(f"kubelet at {address}")
+        assert out[2].split() == ["root/pleg", "running", "0", "0/64", "4.0", "8"]
+        assert server.requests == [("GET", "/debug/actors")] * 2
+    finally:
+        server.shutdown()
+        server.server_close()
