@@ -83,7 +83,8 @@ def render_top(rows: list[TopRow], source: str, at: datetime, interval: float, *
         table.add_column(column, justify="left" if column in ("ACTOR", "STATE") else "right", no_wrap=True)
     for row, texts in zip(shown, cells):
         full = row.depth is not None and row.capacity is not None and row.depth >= row.capacity
-        styles = ["", STATE_STYLES.get(row.state, ""), "yellow" if row.restarts else "", "bold red" if full else "", "", ""]
+        styles = ["", STATE_STYLES.get(row.state, ""), "yellow" if row.restarts else "",
+                  "bold red" if full else "", "", ""]
         table.add_row(*(Text(text, style=style) for text, style in zip(texts, styles)))
     parts: list[RenderableType] = [header, table]
     if len(shown) < len(rows):

@@ -34,7 +34,8 @@ def test_vmodule_shows_the_v2_lines_of_one_file_only(embedded_runtime, manifests
     wait_for_pod(daemon, "hello", phase("Running"), "Running")
     daemon.wait_for(lambda: '"pod added from file"' in daemon.log(), "sync_loop.py's V(2) line")
     log = daemon.log()
-    assert re.search(r'^I\d{4} [\d:.]+ +\d+ sync_loop\.py:\d+\] "pod added from file" pod="default/hello-node1"', log, re.M)
+    line = r'^I\d{4} [\d:.]+ +\d+ sync_loop\.py:\d+\] "pod added from file" pod="default/hello-node1"'
+    assert re.search(line, log, re.M)
     assert "pods from file" not in log  # pod_config.py's V(2) line: --v is 0 there
     assert '"pod sandbox created"' not in log  # worker.py's
 

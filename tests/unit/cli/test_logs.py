@@ -125,7 +125,8 @@ def test_v_lets_through_lines_at_or_below_it(verbosity, shown):
 ])
 def test_vmodule_matches_the_base_name_without_extension_as_klog(pattern, files):
     selected = VerbosityFilter(0, [(pattern, 4)])
-    paths = ["/x/actors/pleg.py", "/x/actors/pod_config.py", "/x/actors/sync_loop.py", "/x/actors/pod_workers/worker.py"]
+    paths = ["/x/actors/pleg.py", "/x/actors/pod_config.py", "/x/actors/sync_loop.py",
+             "/x/actors/pod_workers/worker.py"]
     assert [p.rsplit("/", 1)[1][:-3] for p in paths if selected.filter(record(p, V(4)))] == files
 
 
