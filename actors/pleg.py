@@ -23,10 +23,11 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod_updates import PlegEvent
+from pykubelet.messages.runtime import Relist, RelistedContainer, RelistedSandbox
 from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, POD_UID_LABEL, is_managed
 from pykubelet.ports.cri import CriError, EventsUnsupported
-from pykubelet.ports.cri.pods import Relist, RelistedContainer, RelistedSandbox, relist
+from pykubelet.ports.cri.pods import relist
 from pykubelet.supervisor import ActorContext
 
 log = logging.getLogger("pykubelet.pleg")
