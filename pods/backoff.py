@@ -51,11 +51,6 @@ class ExponentialBackoff:
             )
         self._base = self.initial
 
-    @property
-    def upcoming(self) -> float:
-        """The delay the next `next_delay()` returns, before jitter."""
-        return self._base
-
     def next_delay(self) -> float:
         """The delay to wait now; the one after it grows by `factor` (Go: Backoff.Step)."""
         delay, self._base = self._base, min(self._base * self.factor, self.maximum)

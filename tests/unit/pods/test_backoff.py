@@ -60,13 +60,11 @@ def test_jitter_is_drawn_for_each_delay_and_never_shortens_it():
     assert steps(backoff, 3) == [2.0, pytest.approx(7.996), 10.0]
 
 
-def test_reset_starts_over_at_initial_and_upcoming_shows_the_next_base_delay():
+def test_reset_starts_over_at_initial():
     backoff = ExponentialBackoff(0.5, 30.0, jitter=0.5, random=lambda: 0.5)
-    assert backoff.upcoming == 0.5
-    steps(backoff, 3)
-    assert backoff.upcoming == 4.0
+    assert steps(backoff, 3) == [0.625, 1.25, 2.5]
     backoff.reset()
-    assert backoff.upcoming == 0.5 and backoff.next_delay() == 0.625
+    assert steps(backoff, 2) == [0.625, 1.25]
 
 
 @pytest.mark.parametrize(
