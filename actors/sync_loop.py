@@ -39,6 +39,7 @@ from pykubelet.pods.eviction import admit_under_pressure
 from pykubelet.pods.resources import qos_class
 from pykubelet.pods.unsupported import unsupported_fields, why_ignored
 from pykubelet.supervisor import ActorContext, ChildSpec, MailboxFull, MailboxSpec, Supervisor
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.syncloop")
 
@@ -203,7 +204,7 @@ class SyncLoop:
         elif isinstance(message, EvictPod):
             await self._evict(message)
         elif isinstance(message, ManifestProblems):
-            log.debug("%d manifest problems", len(message.problems))
+            log.log(V(4), "%d manifest problems", len(message.problems))
 
     async def _on_update(self, update: PodUpdate) -> None:
         for pod in update.pods:
@@ -223,7 +224,7 @@ class SyncLoop:
                 if not self._admit(pod):
                     continue
                 self.desired[uid] = pod
-                log.info("pod added from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
+                log.log(V(2), "pod added from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
                 await self._sync(pod)
             elif update.op in ("ADD", "UPDATE", "RECONCILE"):
                 if uid in self.rejected:
@@ -238,7 +239,7 @@ class SyncLoop:
                     self.rejected.discard(uid)
                     self.statuses.remove(uid)
                     continue
-                log.info("pod removed from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
+                log.log(V(2), "pod removed from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
                 await self._terminate(uid, reason=f"removed from its source ({update.source})")
 
     def _admit(self, pod: Pod) -> bool:

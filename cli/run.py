@@ -46,7 +46,7 @@ from .config import (
     prepare_root_dir,
 )
 from . import runonce, systemd
-from .logs import configure_logging
+from .logs import configure_daemon_logging
 from .resources import (
     NodeBudget,
     container_manager_settings,
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         loaded = build_configuration(args[1:])
-        configure_logging(loaded.config.logging.format, loaded.config.logging.verbosity)
+        configure_daemon_logging(loaded.config.logging)
         expected = runonce.prepare(loaded) if loaded.flags.run_once else None  # before anything starts
         prepare_root_dir(loaded.flags.root_dir)
         for warning in loaded.warnings:

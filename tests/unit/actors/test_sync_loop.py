@@ -23,7 +23,7 @@ from pykubelet.messages.pod_updates import (
     SyncPod,
     TerminatePod,
 )
-from pykubelet.ports.cri.pods import Relist, RelistedSandbox
+from pykubelet.messages.runtime import Relist, RelistedSandbox
 from pykubelet.supervisor import ChildSpec, MailboxSpec, Supervisor
 
 
