@@ -188,7 +188,7 @@ class Daemon:
         self.pressure = NodePressure()
         self.gc: GarbageCollector | None = None  # the gc actor's current collector (node-level reclaim)
         if containers is not None:
-            containers.pods = lambda: self.statuses.pod_list().items
+            containers.burstable_cpu_requests = self.statuses.burstable_cpu_requests
         self.root = Supervisor("root", self._children(deps), strategy="rest_for_one")
         self.metrics.register(ActorTreeCollector(self.root.snapshot, fold=["root/pod-workers", "root/probes"]))
 
