@@ -97,6 +97,9 @@ class RuntimePods:
         self.latest: Relist | None = None
         self._relist_began: float | None = None  # trio time, of the relist behind `latest`
         self._created: dict[str, float] = {}  # pod uid -> when a worker last created in it
+        # The pod UIDs of `latest`, built once per view: each pod worker's sync asks, and a
+        # scan of the view for each would cost the node O(pods) a sync.
+        self._uids_of: tuple[Relist | None, frozenset[str]] = (None, frozenset())
 
     def relisted(self, view: Relist, began: float) -> None:
         """A relist whose list calls began at `began` (trio time) saw `view`."""
@@ -114,9 +117,11 @@ class RuntimePods:
         latest = self.latest
         if latest is None or self._relist_began is None or pod_uid in self._created:
             return False
-        return not any(s.pod_uid == pod_uid for s in latest.sandboxes) and not any(
-            c.pod_uid == pod_uid for c in latest.containers
-        )
+        view, uids = self._uids_of
+        if view is not latest:
+            uids = frozenset(latest.pod_uids())
+            self._uids_of = (latest, uids)
+        return pod_uid not in uids
 
 
 # --- deciding: pure functions ----------------------------------------------------------

@@ -295,6 +295,19 @@ async def test_runtime_pods_holds_nothing_only_after_a_relist_that_covers_every_
     assert pods.holds_nothing_of("new")
 
 
+async def test_runtime_pods_answers_from_the_view_it_holds_now_not_an_earlier_one(autojump_clock):
+    pods = RuntimePods()
+    pods.relisted(relist({}), trio.current_time())
+    assert pods.holds_nothing_of("u")
+    pods.latest = relist({"c1": "running"})  # a runtime event's view: the pod's container appeared
+    assert not pods.holds_nothing_of("u")
+    pods.latest = Relist(sandboxes=[RelistedSandbox(id="s1", pod_uid="u", name="p", namespace="ns", ready=False)],
+                         containers=[])
+    assert not pods.holds_nothing_of("u")  # a sandbox alone counts too
+    pods.latest = relist({})
+    assert pods.holds_nothing_of("u")
+
+
 async def test_runtime_pods_follows_the_pleg_relists(autojump_clock):
     fake, inbox = FakeRuntime(events=False), Inbox()
     cache = RuntimePods()
