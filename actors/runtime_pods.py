@@ -20,15 +20,16 @@ class RuntimeIndex:
     a Relist is built only when a reader asks for one after a change."""
 
     def __init__(self, view: Relist | None = None) -> None:
-        self.sandboxes: dict[str, RelistedSandbox] = {}
-        self.containers: dict[str, RelistedContainer] = {}
-        self._per_pod: Counter[str] = Counter()  # pod uid -> its sandboxes and containers
-        self._ready: Counter[str] = Counter()  # pod uid -> its ready sandboxes (none: no key)
-        self.states: Counter[str] = Counter()  # container state -> containers
-        self._relist: Relist | None = None
-        for item in (*view.sandboxes, *view.containers) if view else ():
-            self.put(item)
-        self._relist = view
+        sandboxes, containers = (view.sandboxes, view.containers) if view else ((), ())
+        self.sandboxes: dict[str, RelistedSandbox] = {s.id: s for s in sandboxes}
+        self.containers: dict[str, RelistedContainer] = {c.id: c for c in containers}
+        # pod uid -> its sandboxes and containers
+        self._per_pod: Counter[str] = Counter(s.pod_uid for s in self.sandboxes.values())
+        self._per_pod.update(c.pod_uid for c in self.containers.values())
+        # pod uid -> its ready sandboxes (none: no key)
+        self._ready: Counter[str] = Counter(s.pod_uid for s in self.sandboxes.values() if s.ready)
+        self.states: Counter[str] = Counter(c.state for c in self.containers.values())  # state -> containers
+        self._relist: Relist | None = view
 
     def put(self, item: RuntimeItem) -> None:
         """Add or replace the sandbox or container of item.id."""

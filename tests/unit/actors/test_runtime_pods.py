@@ -38,6 +38,10 @@ def test_counts_follow_puts_and_drops_as_a_scan_would_find_them():
         assert {f"p{i}" for i in range(8) if index.holds(f"p{i}")} == uids
         assert index.ready_pods() == ready
         assert +index.states == states
+        rebuilt = RuntimeIndex(view)  # as a relist builds it, all at once
+        assert (rebuilt.sandboxes, rebuilt.containers, rebuilt.ready_pods(), +rebuilt.states) == (
+            index.sandboxes, index.containers, index.ready_pods(), +index.states)
+        assert all(rebuilt.holds(uid) == index.holds(uid) for uid in (f"p{i}" for i in range(8)))
 
 
 def test_a_view_is_built_once_until_the_next_change():
