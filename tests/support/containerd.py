@@ -20,6 +20,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -278,23 +279,28 @@ def build_and_import_images(containerd: PrivateContainerd) -> dict[str, Path]:
     return tarballs
 
 
-def remove_all_pods(socket: str, timeout: float = 30.0) -> None:
-    """Stop and remove every container and pod sandbox through the CRI."""
+def remove_all_pods(socket: str, timeout: float = 30.0, parallel: int = 8) -> None:
+    """Stop and remove every container and pod sandbox through the CRI, `parallel` sandboxes
+    at a time: one after the other, 500 pods took over ten minutes here (each stop waits on
+    runc and the shim), and a timeout on one sent the whole instance to brute force."""
     with grpc.insecure_channel(f"unix://{socket}") as channel:
         runtime = api_pb2_grpc.RuntimeServiceStub(channel)
+
+        def each(call, items) -> None:
+            with ThreadPoolExecutor(parallel) as pool:
+                for future in [pool.submit(call, item) for item in items]:
+                    future.result()
+
         containers = runtime.ListContainers(api_pb2.ListContainersRequest(), timeout=timeout)
-        for container in containers.containers:
-            runtime.RemoveContainer(
-                api_pb2.RemoveContainerRequest(container_id=container.id), timeout=timeout
-            )
-        sandboxes = runtime.ListPodSandbox(api_pb2.ListPodSandboxRequest(), timeout=timeout)
-        for sandbox in sandboxes.items:
-            runtime.StopPodSandbox(
-                api_pb2.StopPodSandboxRequest(pod_sandbox_id=sandbox.id), timeout=timeout
-            )
-            runtime.RemovePodSandbox(
-                api_pb2.RemovePodSandboxRequest(pod_sandbox_id=sandbox.id), timeout=timeout
-            )
+        each(lambda container: runtime.RemoveContainer(
+            api_pb2.RemoveContainerRequest(container_id=container.id), timeout=timeout
+        ), containers.containers)
+
+        def remove_sandbox(sandbox) -> None:
+            runtime.StopPodSandbox(api_pb2.StopPodSandboxRequest(pod_sandbox_id=sandbox.id), timeout=timeout)
+            runtime.RemovePodSandbox(api_pb2.RemovePodSandboxRequest(pod_sandbox_id=sandbox.id), timeout=timeout)
+
+        each(remove_sandbox, runtime.ListPodSandbox(api_pb2.ListPodSandboxRequest(), timeout=timeout).items)
 
 
 def sweep_stale_instances() -> None:
@@ -328,8 +334,7 @@ def _terminate(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
 def _cleanup_dir(base: Path, ids: set[str]) -> None:
     """Kill this instance's shims and their containers, unmount, rmdir cgroups, delete base."""
     socket = str(base / "containerd.sock")
-    for pid in _pids_with_cmdline_args(["-address", socket]):
-        _kill_tree(pid)
+    _kill_trees(_pids_with_cmdline_args(["-address", socket]))
     _remove_shim_sockets(base / "state")
     ids = ids | _known_ids(base / "root", base / "state")
     unmount_under(base)
@@ -426,6 +431,12 @@ def _pids_with_cmdline_args(args: list[str]) -> list[int]:
 
 def _kill_tree(pid: int) -> None:
     """SIGKILL a process and all its descendants (a shim and the containers under it)."""
+    _kill_trees([pid])
+
+
+def _kill_trees(pids: list[int]) -> None:
+    """SIGKILL these processes and all their descendants, from one reading of /proc: read
+    again for each of 500 shims among 9000 processes, it took the cleanup many minutes."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -436,7 +447,7 @@ def _kill_tree(pid: int) -> None:
             continue
         parent = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(parent, []).append(int(entry.name))
-    tree, todo = [], [pid]
+    tree, todo = [], list(pids)
     while todo:
         current = todo.pop()
         tree.append(current)
