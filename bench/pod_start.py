@@ -86,7 +86,7 @@ from pykubelet.pods.manifest import decode_manifests  # noqa: E402
 from pykubelet.pods.runtime_config import container_config, sandbox_config  # noqa: E402
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 
-from pykubelet.ports.cri import CriClient, RuntimeOperationMetrics  # noqa: E402
+from pykubelet.ports.cri import CriClient, CriError, RuntimeOperationMetrics  # noqa: E402
 
 ROUND_TIMEOUT = 120.0  # at least; two seconds a pod for large N (500 pods start in ~3 min here)
 
@@ -270,9 +270,18 @@ async def _read_pod(cri: CriClient, uid: str) -> None:
 
 
 async def _remove_sandbox(cri: CriClient, sandbox_id: str) -> None:
-    # StopPodSandbox stops its containers; RemovePodSandbox removes them with it.
-    await cri.stop_pod_sandbox(sandbox_id)
-    await cri.remove_pod_sandbox(sandbox_id)
+    # StopPodSandbox stops its containers; RemovePodSandbox removes them with it. Under
+    # heavy load (500 pods on 2 cores) containerd may still hold a container "in starting
+    # state" after StartContainer returned, and refuse the removal: try again a few times.
+    for attempt in range(5):
+        await cri.stop_pod_sandbox(sandbox_id)
+        try:
+            await cri.remove_pod_sandbox(sandbox_id)
+            return
+        except CriError:
+            if attempt == 4:
+                raise
+            await trio.sleep(2.0)
 
 
 # -- where the time goes (daemon log) ------------------------------------------------
