@@ -126,9 +126,9 @@ class PrivateContainerd:
     """One containerd with its own root, state, socket and config under a temp dir.
 
     start() returns once the CRI answers; stop() removes every sandbox, ends containerd and
-    everything it started, and deletes the temp dir. kill() SIGKILLs containerd alone (its
-    shims and containers live on, as on a real node) and restart() starts it again on the
-    same root, state and socket.
+    everything it started, and deletes the temp dir. kill() SIGKILLs containerd alone and
+    terminate() stops it with SIGTERM (either way its shims and containers live on, as on a
+    real node); restart() starts it again on the same root, state and socket.
     """
 
     def __init__(self, base_dir: Path | None = None) -> None:
@@ -163,7 +163,7 @@ class PrivateContainerd:
         self._wait_ready(timeout)
 
     def restart(self, timeout: float = 20.0) -> None:
-        """Start containerd again on the same root, state and socket (after kill())."""
+        """Start containerd again on the same root, state and socket (after kill() or terminate())."""
         if self.running:
             raise RuntimeError(f"containerd at {self.socket} is still running")
         self._spawn()
@@ -174,6 +174,13 @@ class PrivateContainerd:
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.wait()
+
+    def terminate(self, timeout: float = 20.0) -> None:
+        """Stop containerd cleanly (SIGTERM), as `systemctl restart containerd` does; its
+        shims and containers keep running."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            self._process.wait(timeout)
 
     @property
     def running(self) -> bool:
