@@ -49,7 +49,7 @@ def test_containerd_restarted_under_churn_keeps_every_container(fresh_containerd
     rng = workload.rng
     daemon = start_daemon(containerd.endpoint)
     daemon.wait_for(lambda: whole(daemon, containerd, set(workload.revisions)), "every pod Running", CONVERGE)
-    recoveries, downtimes = [], []
+    recoveries, reconnects, downtimes = [], [], []
     for n in range(RESTARTS):
         how = "SIGKILL" if n % 2 == 0 else "SIGTERM"
         stable = containers_by_pod(daemon)
@@ -64,6 +64,9 @@ def test_containerd_restarted_under_churn_keeps_every_container(fresh_containerd
         answered = time.monotonic()
         downtimes.append(answered - stopped)
         wanted = set(workload.revisions)
+        daemon.wait_for(lambda: daemon.healthz().status_code == 200 and runtime_up(daemon),
+                        f"restart {n + 1} ({how}): the runtime link connected again", CONVERGE)
+        reconnects.append(time.monotonic() - answered)
         daemon.wait_for(lambda: whole(daemon, containerd, wanted),
                         f"restart {n + 1} ({how}): every wanted pod Running, one sandbox and container each", CONVERGE)
         recoveries.append(time.monotonic() - answered)
@@ -72,5 +75,6 @@ def test_containerd_restarted_under_churn_keeps_every_container(fresh_containerd
         assert {name: now.get(name) for name in untouched} == untouched, f"restart {n + 1}: a pod nobody touched changed"
     assert daemon.process.poll() is None and "Traceback" not in daemon.log()
     print(f"\nchaos: seed {SEED}, {PODS} pods, {RESTARTS} containerd restarts (SIGKILL and SIGTERM in turn); "
-          f"down {statistics.median(downtimes):.1f} s (median); every pod Running again "
+          f"down {statistics.median(downtimes):.1f} s (median); the runtime link connected again "
+          f"{', '.join(f'{t:.1f}' for t in reconnects)} s and every pod Running "
           f"{', '.join(f'{t:.1f}' for t in recoveries)} s after containerd answered")
