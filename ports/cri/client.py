@@ -44,6 +44,11 @@ _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 3000),
     ("grpc.min_reconnect_backoff_ms", 5000),
+    # A channel of its own connection: grpc-core otherwise shares one subchannel among the
+    # channels to an address, so the runtime link's new channel after an outage inherited
+    # the old one's reconnect back-off on top of the link's own (up to 6 s after
+    # containerd was back instead of 3 s).
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 
 

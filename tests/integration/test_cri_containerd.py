@@ -236,6 +236,24 @@ async def test_killed_runtime_is_unavailable_then_answers_again_after_restart(
         assert sandbox.status.state == api_pb2.SANDBOX_READY
 
 
+@pytest.mark.containerd
+async def test_a_new_client_connects_at_once_once_the_runtime_is_back(fresh_containerd, trio_asyncio_loop) -> None:
+    """The runtime link opens a new client for each attempt during an outage. The one after
+    the runtime is back must connect at once: grpc-core shares one connection per address
+    among channels unless told not to, and the new channel then inherited the reconnect
+    back-off the earlier ones built up (the link reconnected up to 6 s after containerd was
+    back; found restarting containerd under load, tests/chaos/test_containerd_restart.py)."""
+    fresh_containerd.kill()
+    for _ in range(10):  # what the runtime link does while the runtime is away
+        with pytest.raises(RuntimeUnavailable):
+            async with CriClient(fresh_containerd.endpoint, request_timeout=5):
+                pass
+        await trio.sleep(0.3)
+    fresh_containerd.restart()
+    async with CriClient(fresh_containerd.endpoint, request_timeout=5) as client:
+        assert client.runtime_version.runtime_name == "containerd"
+
+
 # -- endpoints that are not a CRI runtime ------------------------------------------------
 
 
