@@ -13,6 +13,7 @@ every 30 s and checks it does not grow (docs/reliability.md)."""
 from __future__ import annotations
 
 import os
+import signal
 import statistics
 import time
 
@@ -23,7 +24,8 @@ from tests.support.pods import TRAPPING_LOOP, container, phase, pod_manifest, po
 CRASHES = int(os.environ.get("SOAK_CRASHES", "1"))  # per actor
 MINUTES = float(os.environ.get("SOAK_MINUTES", "0"))  # a time limit for the long soak; 0: none
 SPACING = 3.2  # seconds between two crashes under one supervisor: under every restart intensity
-CHURN_EVERY = 20.0  # seconds between adding and removing the churn pod
+CHURN_EVERY = float(os.environ.get("SOAK_CHURN_EVERY", "20"))  # seconds between adding and removing the churn pod
+ONLY = {p for p in os.environ.get("SOAK_ACTORS", "").split(",") if p}  # crash only these (a focused soak)
 RSS_EVERY = 30.0  # seconds between RSS samples
 STEADY = 5
 # Actors a crash of which the test does not inject: the pod workers and probe workers
@@ -85,7 +87,8 @@ def test_every_actor_crashed_on_a_schedule_recovers_without_restarting_a_contain
     for i in range(STEADY):
         wait_for_pod(daemon, f"steady{i}", phase("Running"), "Running")
     before = steady_containers(daemon)
-    paths = [a["path"] for a in actors(tree(daemon)) if a["path"] != "root" and a["path"] not in SKIPPED]
+    paths = [a["path"] for a in actors(tree(daemon))
+             if a["path"] != "root" and a["path"] not in SKIPPED and (not ONLY or a["path"] in ONLY)]
     schedule = Schedule(paths)
     started = time.monotonic()
     deadline = started + MINUTES * 60 if MINUTES else float("inf")
@@ -113,8 +116,15 @@ def test_every_actor_crashed_on_a_schedule_recovers_without_restarting_a_contain
         answer = daemon.inspect("crash", path)
         assert answer.returncode == 0, answer.stderr
         schedule.crashed(path, time.monotonic())  # the crash happened by now: spacing counts from here
-        daemon.wait_for(lambda: all(a["state"] == "running" for a in actors(tree(daemon))),
-                        f"the tree running again after crashing {path}", timeout=30)
+        try:
+            daemon.wait_for(lambda: all(a["state"] == "running" for a in actors(tree(daemon))),
+                            f"the tree running again after crashing {path}", timeout=30)
+        except AssertionError:
+            stuck = [(a["path"], a["state"]) for a in actors(tree(daemon)) if a["state"] != "running"]
+            if os.environ.get("PYTHONFAULTHANDLER"):  # the daemon inherited it: its threads' stacks to its log
+                daemon.process.send_signal(signal.SIGABRT)
+                daemon.process.wait(timeout=10)
+            raise AssertionError(f"not running 30 s after crashing {path}: {stuck}\n{daemon.log()[-20000:]}") from None
         recoveries.append(time.monotonic() - now)
     elapsed = time.monotonic() - started
     rss.append((elapsed, rss_kb(daemon)))
