@@ -4,7 +4,8 @@ Each sync reads the pod's state from the runtime (unless the PLEG's view shows t
 holds nothing of the pod: see RuntimePods), asks compute_pod_actions what to do,
 does it over CRI, and publishes the pod's status. Messages arriving during a sync are
 coalesced: the newest spec wins, a TerminatePod sticks. A container in back-off makes the
-worker wake itself when the back-off ends.
+worker wake itself when the back-off ends; a pod that needs the pod network waits, tried
+again every second or so, while the runtime reports NetworkReady=false.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pykubelet.pods.active_deadline import (
     start_time_of,
 )
 from pykubelet.pods.hosts_file import PodHostnameError
+from pykubelet.pods.network import network_not_ready
 from pykubelet.pods.runtime_config import sandbox_config
 from pykubelet.pods.security_context import SecurityContextError
 from pykubelet.pods.eviction import DISRUPTION_TARGET, TERMINATION_BY_KUBELET
@@ -59,6 +61,7 @@ log = logging.getLogger("pykubelet.podworker")
 RETRY_INITIAL, RETRY_MAX = 1.0, 10.0  # after a failed sync (runtime unavailable, ...)
 RESYNC_JITTER = 0.5
 MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX = 1.0, 30.0  # after a FailedMount
+NETWORK_RETRY = 1.0  # while the pod network is not ready (Go: backOffOnTransientErrorPeriod)
 
 
 def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
@@ -100,6 +103,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
         # container adopted after a kubelet restart is not in it and gets its spec's once.
         self.applied: dict[str, api_pb2.LinuxContainerResources] = {}
         self.resize_pending: PodCondition | None = None  # a resize that does not fit the node
+        self.network_held = False  # the last sync stopped at NetworkNotReady
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -210,6 +214,12 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
 
     async def _perform(self, pod: Pod, runtime: PodRuntimeStatus, actions: PodActions) -> float | None:
         cri = self.deps.runtime.client
+        held = network_not_ready(pod, actions, self.deps.runtime.network_error, terminal=self._terminal(pod))
+        if held is not None:
+            return self._hold_for_network(pod, held)
+        if self.network_held:
+            self.network_held = False
+            log.info("the pod network is ready: setting the pod up", extra=self.fields)
         grace = self._grace_period(pod) if self.eviction is None else self.eviction.grace_period_seconds
         if actions.kill_pod:
             await self._kill_pod(runtime, grace, remove=False)
@@ -298,6 +308,15 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
             if retry_in is not None:
                 wake.append(retry_in)
         return min(wake) if wake else None
+
+    def _hold_for_network(self, pod: Pod, message: str) -> float:
+        """Go: SyncPod records NetworkNotReady and fails; the pod worker tries again after
+        about a second (backOffOnTransientErrorPeriod, jittered), one event per try."""
+        self.record(pod, None, "Warning", events.NETWORK_NOT_READY, message)
+        if not self.network_held:
+            self.network_held = True
+            log.warning("%s", message, extra=self.fields)  # once per wait, not once per try
+        return NETWORK_RETRY * (1 + RESYNC_JITTER * random.random())
 
     def _with_probe_kills(self, actions: PodActions, runtime: PodRuntimeStatus) -> PodActions:
         """Also kill the containers whose liveness or startup probe failed; they restart
