@@ -4,6 +4,7 @@ them with `from tests.support.fixtures import *`).
 - containerd         session-wide PrivateContainerd with the busybox and pause images
 - clean_containerd   the same instance; removes every pod sandbox after the test
 - fresh_containerd   a PrivateContainerd of the test's own, for kill()/restart() tests
+- containerd_without_network  one of the test's own with no CNI configuration (NetworkReady=false)
 - trio_asyncio_loop  an open trio-asyncio loop for the test (CriClient needs one)
 - cri                a connected CriClient on clean_containerd, with its own metrics registry
 
@@ -28,17 +29,17 @@ from tests.support.containerd import (
     remove_all_pods,
 )
 
-__all__ = ["containerd", "clean_containerd", "fresh_containerd", "trio_asyncio_loop", "cri"]
+__all__ = ["containerd", "clean_containerd", "fresh_containerd", "containerd_without_network", "trio_asyncio_loop", "cri"]
 
 CRI_TEST_REQUEST_TIMEOUT = 10.0  # seconds; far above any call measured here (< 100 ms)
 
 
-def _started_containerd() -> Iterator[PrivateContainerd]:
+def _started_containerd(*, cni: bool = True) -> Iterator[PrivateContainerd]:
     try:
         check_prerequisites()
     except ContainerdUnavailable as missing:
         pytest.skip(str(missing))
-    instance = PrivateContainerd()
+    instance = PrivateContainerd(cni=cni)
     try:
         instance.start()
         build_and_import_images(instance)
@@ -72,6 +73,13 @@ def clean_containerd(containerd: PrivateContainerd) -> Iterator[PrivateContainer
 def fresh_containerd() -> Iterator[PrivateContainerd]:
     """A private containerd for this test alone (free to kill() and restart())."""
     yield from _started_containerd()
+
+
+@pytest.fixture
+def containerd_without_network() -> Iterator[PrivateContainerd]:
+    """A private containerd for this test alone, started without a CNI configuration: it
+    reports NetworkReady=false until the test calls add_cni_config()."""
+    yield from _started_containerd(cni=False)
 
 
 @pytest.fixture
