@@ -87,6 +87,9 @@ def test_a_pod_network_pod_waits_for_network_ready_and_a_host_network_pod_does_n
         assert status["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
         assert "FailedCreatePodSandBox" not in {e["reason"] for e in events_of(apiserver, "web")}  # never tried
         assert "NetworkNotReady" not in {e["reason"] for e in events_of(apiserver, "agent")}
+        table = daemon.inspect("pods").stdout
+        rows = [line.split()[:4] for line in table.splitlines()]
+        assert ["default", "web", "0/1", "ContainerCreating"] in rows, table
 
         containerd.add_cni_config()
         daemon.wait_for(lambda: ready_condition(apiserver).get("status") == "True", "the Node Ready", timeout=30)

@@ -29,7 +29,9 @@ from tests.support.containerd import (
     remove_all_pods,
 )
 
-__all__ = ["containerd", "clean_containerd", "fresh_containerd", "containerd_without_network", "trio_asyncio_loop", "cri"]
+__all__ = [
+    "containerd", "clean_containerd", "fresh_containerd", "containerd_without_network", "trio_asyncio_loop", "cri",
+]
 
 CRI_TEST_REQUEST_TIMEOUT = 10.0  # seconds; far above any call measured here (< 100 ms)
 

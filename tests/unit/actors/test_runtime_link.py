@@ -90,7 +90,8 @@ async def test_the_network_is_known_before_the_handle_connects(autojump_clock, m
                               metrics=RuntimeLinkMetrics(CollectorRegistry()), handle=handle)  # fmt: skip
     async with running(ChildSpec("runtime-link", link)):
         await handle.wait_connected()
-        assert handle.network_error == "container runtime network not ready: NetworkReady=false reason:NoCni message:none"
+        assert handle.network_error == (
+            "container runtime network not ready: NetworkReady=false reason:NoCni message:none")
         runtime.network = RuntimeCondition("NetworkReady", True)
         await trio.sleep(5 + 0.1)  # the next Status poll (and its call)
         assert handle.network_error is None
