@@ -1,7 +1,7 @@
 """CPU per unary CRI call: ways of calling grpcio from trio, against raw blocking grpcio.
 
     python bench/cri_call.py [--calls 2000] [--rounds 5] [--method Version|ListPodSandbox]
-                             [--candidates a,b,...] [--embedded]
+                             [--candidates a,b,...] [--concurrency 1] [--embedded]
 
 Needs what the integration tests need for containerd; starts its own private containerd
 under /tmp (no images) and ends it, whatever happens. --embedded measures against the
@@ -9,7 +9,7 @@ embedded runtime's CRI server instead.
 
 Each round starts one child process per candidate (in a shuffled order), so that no
 candidate inherits another's grpc threads or asyncio poller. A child makes --calls calls of
---method, one after the other, and measures the process's CPU time (time.process_time: all
+--method, from --concurrency trio tasks at once (1: one after the other), and measures the process's CPU time (time.process_time: all
 threads, user + system) over them: first raw blocking grpcio calls in a plain loop (the
 baseline), then the candidate, then the baseline again; its figure is the candidate's CPU
 per call over the mean of its two baselines. Wall time is printed for context only: the
@@ -19,11 +19,19 @@ Candidates (all on one channel to the unix socket, wait_for_ready=False, with a 
   trio-asyncio   grpc.aio driven through trio-asyncio (the CRI port before this bench)
   to-thread      blocking stub call in trio.to_thread.run_sync (trio's thread cache)
   to-thread-lim  the same under a CapacityLimiter(8)
+  worker         blocking stub call on two threads of the bench's own (a SimpleQueue in,
+                 the trio token out): no trio.to_thread overhead, but no way to cancel
   future         stub.Method.future(); its done-callback wakes the task through the trio
-                 token (one wake-up per result); cancellation = future.cancel()
+                 token (one wake-up per result); cancellation = future.cancel(). grpc starts
+                 a channel spin thread for every call made while none is in flight
+  future-kept    the same with one call kept pending for the whole run, so that the spin
+                 thread lives on (a measurement of that cost, not a way to ship)
   aio-thread     grpc.aio on an asyncio loop in a thread of its own; call started with
-                 call_soon_threadsafe, its done-callback wakes the trio task
-  client         CriClient as shipped (with metrics, typed errors): the product figure
+                 call_soon_threadsafe, its done-callback wakes the trio task (the mechanism
+                 ports/grpc_loop.py ships)
+  aio-plain      grpc.aio awaited in a plain asyncio loop, no trio: the floor of aio-thread
+  client         CriClient as shipped (metrics, typed errors): the product figure. Run with
+                 PYTHONPATH pointing at another checkout's pykubelet to measure its port
 """
 
 from __future__ import annotations
@@ -79,12 +87,22 @@ def _baseline(endpoint: str, method: str, calls: int) -> float:
         return (time.process_time() - started) / calls
 
 
+CONCURRENCY = 1  # --concurrency: trio tasks calling at once (the baseline stays one loop)
+
+
 async def _timed(call, calls: int) -> tuple[float, float]:
+    import trio
+
+    async def caller(count: int) -> None:
+        for _ in range(count):
+            await call()
+
     for _ in range(min(calls, 200)):
         await call()
     started, wall = time.process_time(), time.perf_counter()
-    for _ in range(calls):
-        await call()
+    async with trio.open_nursery() as nursery:
+        for task in range(CONCURRENCY):
+            nursery.start_soon(caller, calls // CONCURRENCY + (task < calls % CONCURRENCY))
     return (time.process_time() - started) / calls, (time.perf_counter() - wall) / calls
 
 
@@ -362,8 +380,11 @@ def _aio_plain(endpoint: str, method: str, calls: int) -> tuple[float, float]:
         loop.close()
 
 
-def child(candidate: str, endpoint: str, method: str, calls: int) -> dict:
+def child(candidate: str, endpoint: str, method: str, calls: int, concurrency: int) -> dict:
     import trio
+
+    global CONCURRENCY
+    CONCURRENCY = concurrency
 
     before = _baseline(endpoint, method, calls)
     if candidate == "trio-asyncio":
@@ -399,7 +420,7 @@ def run_rounds(endpoint: str, args: argparse.Namespace) -> dict[str, list[dict]]
         for candidate in order:
             out = subprocess.run(
                 [sys.executable, __file__, "--child", candidate, "--endpoint", endpoint,
-                 "--method", args.method, "--calls", str(args.calls)],
+                 "--method", args.method, "--calls", str(args.calls), "--concurrency", str(args.concurrency)],
                 capture_output=True, text=True,
             )
             if out.returncode:
@@ -418,7 +439,8 @@ def run_rounds(endpoint: str, args: argparse.Namespace) -> dict[str, list[dict]]
 def report(results: dict[str, list[dict]], args: argparse.Namespace, target: str) -> None:
     baselines = [f["baseline"] for figures in results.values() for f in figures]
     print()
-    print(f"{args.method} against {target}, {args.calls} calls x {args.rounds} rounds "
+    print(f"{args.method} against {target}, {args.calls} calls x {args.rounds} rounds, "
+          f"{args.concurrency} caller(s) at once "
           f"(median over rounds; CPU = process time, all threads)")
     print(f"  {'raw grpcio blocking':22} {statistics.median(baselines) * 1e3:6.3f} ms CPU/call   x1.00 (baseline)")
     for candidate, figures in results.items():
@@ -434,12 +456,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--method", default="Version")
     parser.add_argument("--candidates", default=",".join(CANDIDATES))
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="trio tasks calling at once (default 1; aio-plain stays sequential)")
     parser.add_argument("--embedded", action="store_true", help="the embedded runtime, not containerd")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.endpoint, args.method, args.calls)))
+        print(json.dumps(child(args.child, args.endpoint, args.method, args.calls, args.concurrency)))
         return
     if args.embedded:
         from tests.support.embedded import EmbeddedRuntimeInstance
