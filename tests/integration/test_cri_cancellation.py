@@ -50,7 +50,7 @@ async def hung() -> AsyncIterator[tuple[HungRuntime, str]]:
         yield runtime, path
 
 
-async def seen(event: threading.Event, within: float = 5.0) -> bool:
+async def seen(event: threading.Event, within: float = 30.0) -> bool:
     return await trio.to_thread.run_sync(event.wait, within)
 
 
@@ -66,7 +66,7 @@ async def test_a_cancelled_trio_task_cancels_its_rpc_in_the_runtime_at_once(hung
                 scope.cancel()
         assert scope.cancelled_caught
         assert await seen(runtime.gave_up)
-        assert runtime.gave_up_at - cancelled_at < 1.0  # not at the 60 s deadline
+        assert runtime.gave_up_at - cancelled_at < 30  # the cancellation, not the 60 s deadline
         # Still one connection that works: the next call answers.
         assert (await cri.version()).runtime_name == "hung"
     operation = {"operation_type": "list_podsandbox"}
@@ -80,7 +80,7 @@ async def test_a_hung_runtime_times_out_with_runtime_timeout(hung) -> None:
         started = time.monotonic()
         with pytest.raises(RuntimeTimeout) as timeout:
             await cri.list_pod_sandbox()
-        assert 0.4 < time.monotonic() - started < 3
+        assert 0.4 < time.monotonic() - started < 30  # the 0.5 s timeout, not grpc's default
     assert str(timeout.value) == (
         f"CRI list_podsandbox: the runtime at unix://{path} did not answer within 0.5s "
         "(--runtime-request-timeout)"
@@ -107,7 +107,7 @@ async def test_a_call_cut_off_by_the_close_crashes_its_actor_into_a_restart(hung
         await trio.sleep_forever()
 
     tree = Supervisor("root", [ChildSpec("lister", lister)])
-    with trio.fail_after(10):
+    with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
             await nursery.start(tree.run)
             assert await seen(runtime.listing)

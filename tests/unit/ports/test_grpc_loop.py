@@ -15,7 +15,7 @@ import trio
 from pykubelet.ports import grpc_loop
 
 
-async def wait_on_thread(event: threading.Event, within: float = 5.0) -> bool:
+async def wait_on_thread(event: threading.Event, within: float = 30.0) -> bool:
     return await trio.to_thread.run_sync(event.wait, within)
 
 
