@@ -22,6 +22,7 @@ import trio
 
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.eviction_thresholds import parse_thresholds
 from pykubelet.pods.node import (
     DISK_PRESSURE,
@@ -45,6 +46,7 @@ from pykubelet.ports.apiserver.client import PatchType
 from pykubelet.ports.apiserver.errors import AlreadyExists, ApiError, NotFound
 from pykubelet.ports.cri import CriError
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.node_status")
 
@@ -294,13 +296,12 @@ class _NodeStatus:
 
     async def register(self) -> None:
         """Until the Node exists: create it, or reconcile the one already there."""
-        delay = self.settings.register_backoff_initial
+        backoff = ExponentialBackoff(self.settings.register_backoff_initial, self.settings.register_backoff_max)
         while True:
             if await self.try_register():
                 self.registered = True
                 return
-            await trio.sleep(delay)
-            delay = min(delay * 2, self.settings.register_backoff_max)
+            await trio.sleep(backoff.next_delay())
 
     async def try_register(self) -> bool:
         node = initial_node(
@@ -366,7 +367,7 @@ class _NodeStatus:
         now = trio.current_time()
         changed = status_changed(old, new)
         if changed:
-            log.debug("node status changed: %s", ", ".join(sorted(k for k in {*old, *new} if old.get(k) != new.get(k))))
+            log.log(V(4), "node status changed: %s", ", ".join(sorted(k for k in {*old, *new} if old.get(k) != new.get(k))))
         if not needs_report(self.last_report_at, now, changed, self.settings.report_frequency):
             self.problem.cleared(f"node {self.name}: the API server answers again")
             return

@@ -452,6 +452,15 @@ class Supervisor:
 
         await self._call(action)
 
+    async def ping(self) -> None:
+        """Return once this supervisor's decision loop has taken a command: it does not while
+        the loop is stuck (a child that does not stop, say), which is what a watchdog asks."""
+
+        async def action() -> None:
+            return None
+
+        await self._call(action)
+
     # -- reading the tree ----------------------------------------------------------
 
     def locate(self, path: str) -> tuple[Supervisor, str]:
