@@ -22,6 +22,7 @@ import trio
 
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.eviction_thresholds import parse_thresholds
 from pykubelet.pods.node import (
     DISK_PRESSURE,
@@ -289,13 +290,12 @@ class _NodeStatus:
 
     async def register(self) -> None:
         """Until the Node exists: create it, or reconcile the one already there."""
-        delay = self.settings.register_backoff_initial
+        backoff = ExponentialBackoff(self.settings.register_backoff_initial, self.settings.register_backoff_max)
         while True:
             if await self.try_register():
                 self.registered = True
                 return
-            await trio.sleep(delay)
-            delay = min(delay * 2, self.settings.register_backoff_max)
+            await trio.sleep(backoff.next_delay())
 
     async def try_register(self) -> bool:
         node = initial_node(

@@ -16,6 +16,7 @@ import trio
 from prometheus_client import CollectorRegistry, Gauge
 
 from pykubelet.actors.health import HealthBoard
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.network import NETWORK_STATE_UNKNOWN, runtime_network_error
 from pykubelet.ports.cri import (
     CriClient,
@@ -130,11 +131,11 @@ def runtime_link_actor(
     async def run(ctx: ActorContext) -> None:
         health.register(CHECK, f"not yet connected to {settings.endpoint}")
         link = _Link(settings, health, metrics, handle)
-        delay = settings.reconnect_initial
+        backoff = ExponentialBackoff(settings.reconnect_initial, settings.reconnect_max)
         while True:
-            connected = await link.session(ctx)
-            delay = settings.reconnect_initial if connected else min(delay * 2, settings.reconnect_max)
-            await trio.sleep(delay)
+            if await link.session(ctx):
+                backoff.reset()  # it was connected: the first retry after a loss comes soon
+            await trio.sleep(backoff.next_delay())
 
     return run
 

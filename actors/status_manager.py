@@ -46,6 +46,7 @@ import trio
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.messages.pod import PodStatus
 from pykubelet.messages.pod_status_reports import PodTerminated
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.manifest import CONFIG_HASH, CONFIG_MIRROR, CONFIG_SOURCE
 from pykubelet.pods.status_patch import status_patch
 from pykubelet.ports.apiserver import (
@@ -374,7 +375,7 @@ def status_manager_actor(
         manager = StatusManager(client, statuses, settings)
         wake = _Wake()
         idle = poll if poll is not None else period
-        delay = backoff_initial
+        backoff = ExponentialBackoff(backoff_initial, period)
         failing: str | None = None
         async with trio.open_nursery() as nursery:
             if ctx.mailbox is not None:
@@ -387,13 +388,12 @@ def status_manager_actor(
                     if failing != type(exc).__name__:
                         failing = type(exc).__name__
                         log.warning("pod statuses not written, retrying (back-off up to %gs): %s", period, exc)
-                    await trio.sleep(delay)  # a message meanwhile is seen right after it
-                    delay = min(delay * 2, period)
+                    await trio.sleep(backoff.next_delay())  # a message meanwhile is seen right after it
                     continue
                 if failing is not None:
                     log.info("pod statuses are written again")
                     failing = None
-                delay = backoff_initial
+                backoff.reset()
                 await wake.wait(_next_wait(manager, idle))
 
     return run

@@ -210,6 +210,9 @@ _FLAGS = (
           "where the self-signed serving certificate is kept (default <root-dir>/pki)"),
     _Flag("enable-fault-injection", "flags.enable_fault_injection", _parse_bool, "BOOL",
           "allow POST /debug/actors/{path}/crash on the admin socket (default false)", boolean=True),
+    _Flag("runonce", "flags.run_once", _parse_bool, "BOOL",
+          "run the static pods of --pod-manifest-path/--manifest-url once, wait for them and exit "
+          "(0: every pod running or succeeded); not with --kubeconfig", boolean=True),
     # KubeletConfiguration fields, by Go name.
     _Flag("container-runtime-endpoint", "config.containerRuntimeEndpoint", _parse_string, "ENDPOINT",
           f"CRI socket (unix://...) or 'embedded' (default {DEFAULT_RUNTIME_ENDPOINT})"),
@@ -372,7 +375,10 @@ def read_config_file(path: str) -> ConfigFile:
             raise ConfigurationError(f'{where}: field "{field}": {_quote(document[field])} is not '
                                      f"supported; set {field}: {expected}")  # fmt: skip
     warnings = []
-    ignored = sorted(name for name in document if name in GO_ONLY_FIELDS)
+    ignored = sorted(name for name in document if name in GO_ONLY_FIELDS and name != "runOnce")
+    if "runOnce" in document:
+        warnings.append(f"{where}: ignoring field runOnce: pass --runonce on the command line to run "
+                        "the static pods once (the Go kubelet refuses the field since it removed --runonce)")  # fmt: skip
     if ignored:
         warnings.append(f"{where}: ignoring fields of the Go kubelet that pykubelet does not "
                         f"implement: {', '.join(ignored)}")  # fmt: skip

@@ -572,4 +572,5 @@ class KubeletFlags(msgspec.Struct, kw_only=True, frozen=True):
     node_ip: tuple[str, ...] = ()  # --node-ip: one address, or one of each family
     node_labels: dict[str, str] = {}
     enable_fault_injection: bool = False  # pykubelet: allows POST /debug/actors/{path}/crash
+    run_once: bool = False  # --runonce: run the static pods once, exit with their result
     cert_dir: str = ""  # --cert-dir: where the self-signed serving certificate goes ("": <root-dir>/pki)

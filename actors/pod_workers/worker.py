@@ -26,7 +26,12 @@ from pykubelet.messages.pod import Pod, PodCondition
 from pykubelet.messages.pod_updates import EvictedPod, EvictPod, PodWorkerMessage, SyncPod, TerminatePod
 from pykubelet.messages.runtime import PodRuntimeStatus
 from pykubelet.pods.actions import PodActions, compute_pod_actions, probe_kill
-from pykubelet.pods.active_deadline import active_deadline_remaining, past_active_deadline, start_time_of
+from pykubelet.pods.active_deadline import (
+    active_deadline_remaining,
+    past_active_deadline,
+    start_time_of,
+)
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.hosts_file import PodHostnameError
 from pykubelet.pods.network import network_not_ready
 from pykubelet.pods.runtime_config import sandbox_config
@@ -50,7 +55,9 @@ log = logging.getLogger("pykubelet.podworker")
 
 RETRY_INITIAL, RETRY_MAX = 1.0, 10.0  # after a failed sync (runtime unavailable, ...)
 RESYNC_JITTER = 0.5
-MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX = 1.0, 30.0  # after a FailedMount
+RETRY_JITTER = 0.5  # Go: workerBackOffPeriodJitterFactor
+# After a FailedMount; not jittered, as Go's volume operations' own exponential back-off.
+MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX = 1.0, 30.0
 NETWORK_RETRY = 1.0  # while the pod network is not ready (Go: backOffOnTransientErrorPeriod)
 
 
@@ -84,7 +91,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         self.setup: PodSetup | None = None  # this sync's objects, volumes and facts
         self.pod_ips: list[str] = []
         self.hosts_file: str | None = None
-        self.mount_retry = MOUNT_RETRY_INITIAL
+        self.mount_retry = ExponentialBackoff(MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX)
         self.deadline_reported = False
         self.volumes_released = False
         self.hosts_error: str | None = None  # why the pod's /etc/hosts could not be written
@@ -107,7 +114,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         assert ctx.mailbox is not None
         self.registry = ctx.registry
         wake_at = -math.inf if self.pod is not None else math.inf  # sync at once if we have a spec
-        retry = RETRY_INITIAL
+        retry = ExponentialBackoff(RETRY_INITIAL, RETRY_MAX, jitter=RETRY_JITTER)
         terminate: TerminatePod | None = None
         while True:
             with trio.move_on_at(wake_at):
@@ -122,16 +129,16 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
                     wake_at = math.inf
                     continue
                 wake_in = await self.sync()
-                retry = RETRY_INITIAL
+                retry.reset()
                 # Each worker resyncs on its own, with jitter, so that the pods of a node
                 # do not all sync in the same second (Go: workerResyncIntervalJitterFactor).
                 resync = self.deps.resync_period * (1 + RESYNC_JITTER * random.random())
                 wake_in = resync if wake_in is None else min(wake_in, resync)
             except CriError as exc:
-                log.warning("pod sync failed, retrying in %gs: %s", retry, exc, extra=self.fields)
+                wake_in = retry.next_delay()
+                log.warning("pod sync failed, retrying in %.3gs: %s", wake_in, exc, extra=self.fields)
                 if self.pod is not None and self.deps.statuses.get(self.uid) is None:
                     self._publish(self.pod, PodRuntimeStatus(uid=self.uid, name="", namespace=""))
-                wake_in, retry = retry, min(retry * 2, RETRY_MAX)
             wake_at = trio.current_time() + wake_in if wake_in is not None else math.inf
 
     def _take(self, message: PodWorkerMessage, terminate: TerminatePod | None) -> TerminatePod | None:
@@ -224,12 +231,12 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         running = any(s.state == "ready" for s in runtime.sandboxes) and self.setup is not None
         try:
             self.setup = await self._set_up_volumes(pod)
-            self.mount_retry = MOUNT_RETRY_INITIAL
+            self.mount_retry.reset()
         except (MountFailed, ObjectsNotReady) as exc:
             message = str(exc) if isinstance(exc, MountFailed) else f"Unable to attach or mount volumes: {exc}"
             log.warning("%s", message, extra=self.fields)
             self.record(pod, None, "Warning", events.FAILED_MOUNT_VOLUME, message)
-            retry, self.mount_retry = self.mount_retry, min(self.mount_retry * 2, MOUNT_RETRY_MAX)
+            retry = self.mount_retry.next_delay()
             if not running:
                 return retry  # nothing starts before its volumes are there
             # A running pod whose refresh failed goes on with what is mounted (Go: only

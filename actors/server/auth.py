@@ -271,6 +271,7 @@ class KubeletAuth:
     async def _webhook(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST a review with Go's retries (5 attempts, 0.5 s x1.5 with 20% jitter)."""
         assert self._api is not None  # validate_auth refused webhooks without a client
+        backoff = webhook_backoff(self._jitter)
         for attempt in range(WEBHOOK_ATTEMPTS):
             try:
                 answer = await self._api.create(path, body)
@@ -281,7 +282,7 @@ class KubeletAuth:
                 if not isinstance(answer, dict):
                     raise WebhookError(f"POST {path}: the answer is not an object: {answer!r:.200}")
                 return answer
-            await self._sleep(webhook_backoff(attempt, self._jitter()))
+            await self._sleep(backoff.next_delay())
         raise AssertionError("unreachable")
 
     def _log(self, kind: str, message: str) -> None:

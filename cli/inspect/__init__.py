@@ -23,14 +23,13 @@ from rich.console import Console
 from rich.live import Live
 
 from ._client import DEFAULT_SOCKET, PROG, RUN_TIMEOUT, AdminClient, InspectError
-from ._objects import Event, EventList, Pod, PodList
 from ._pods import last_state, pod_age, pod_resources, pod_status, render_pods
 from ._render import STATE_STYLES, actor_label, event_object, human_age, render_events, render_tree, watch_frame
 from ._targets import choose_container, find_pod
 from ._top import TopRow, render_top, run_top, top_rows
 
 __all__ = [
-    "DEFAULT_SOCKET", "PROG", "AdminClient", "InspectError", "Event", "EventList", "Pod", "PodList",
+    "DEFAULT_SOCKET", "PROG", "AdminClient", "InspectError",
     "STATE_STYLES", "actor_label", "event_object", "human_age", "last_state", "pod_age", "pod_resources",
     "pod_status", "render_events", "render_pods", "render_tree", "watch_frame", "choose_container", "find_pod",
     "TopRow", "render_top", "run_top", "top_rows", "main",

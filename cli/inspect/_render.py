@@ -12,9 +12,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from pykubelet.messages.events import Event, EventList
 from pykubelet.messages.supervision import ActorSnapshot
-
-from ._objects import Event, EventList
 
 STATE_STYLES = {"running": "green", "restarting": "yellow", "failed": "bold red", "stopped": "dim"}
 
@@ -95,9 +94,9 @@ def age(timestamp: str | None, now: datetime) -> str:
 
 def event_object(event: Event) -> str:
     """The OBJECT column: kind/name as kubectl writes it, then the field path if any."""
-    ref = event.involvedObject
+    ref = event.involved_object
     name = f"{ref.kind.lower() or 'pod'}/{ref.name}"
-    return f"{name}/{ref.fieldPath}" if ref.fieldPath else name
+    return f"{name}/{ref.field_path}" if ref.field_path else name
 
 
 # The MESSAGE column is given what the other columns leave of the terminal, but never less
@@ -118,13 +117,13 @@ def render_events(events: EventList, now: datetime, *, all_namespaces: bool = Tr
     columns = ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE", "COUNT"]
     if all_namespaces:
         columns.insert(0, "NAMESPACE")
-    ordered = sorted(events.items, key=lambda e: e.lastTimestamp or e.firstTimestamp or "")
+    ordered = sorted(events.items, key=lambda e: e.last_timestamp or e.first_timestamp or "")
     rows = []
     for event in ordered:
-        row = [age(event.lastTimestamp or event.firstTimestamp, now), event.type, event.reason,
+        row = [age(event.last_timestamp or event.first_timestamp, now), event.type, event.reason,
                event_object(event), event.message, str(event.count)]
         if all_namespaces:
-            row.insert(0, event.involvedObject.namespace)
+            row.insert(0, event.involved_object.namespace)
         rows.append(row)
     widths = [max(cell_len(cell) for cell in column) for column in zip(columns, *rows)]
     message = columns.index("MESSAGE")

@@ -23,7 +23,9 @@ import yaml
 from rich.console import Console
 
 from pykubelet.cli import inspect
-from pykubelet.cli.inspect import AdminClient, EventList, InspectError, PodList, choose_container, find_pod, main
+from pykubelet.cli.inspect import AdminClient, InspectError, choose_container, find_pod, main
+from pykubelet.messages.events import EventList
+from pykubelet.messages.pod import ListMeta, PodList
 from pykubelet.messages.supervision import ActorSnapshot, ErrorInfo, MailboxStats
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -89,7 +91,7 @@ def container(name, *, ready=True, restarts=0, waiting=None, terminated=None):
 
 
 def pod_list(*items) -> bytes:
-    return json.dumps({"kind": "PodList", "apiVersion": "v1", "items": list(items)}).encode()
+    return json.dumps({"kind": "PodList", "apiVersion": "v1", "items": list(items), "metadata": {}}).encode()
 
 
 def event(pod_name, reason, message, *, type="Normal", namespace="default", field_path="",
@@ -165,7 +167,7 @@ def test_pods_table_shows_ready_status_restarts_and_age():
 
 
 def test_no_pods_says_so():
-    assert as_text(inspect.render_pods(PodList(kind="PodList"), NOW)).strip() == "No pods."
+    assert as_text(inspect.render_pods(PodList(api_version="v1", kind="PodList", metadata=ListMeta(), items=[]), NOW)).strip() == "No pods."
 
 
 def test_events_table_reads_like_kubectl_get_events():
@@ -249,7 +251,7 @@ def test_narrower_than_the_fixed_columns_still_cuts_none_and_the_line_wraps():
 
 
 def test_no_events_says_so():
-    assert as_text(inspect.render_events(EventList(kind="EventList"), NOW)).strip() == "No events."
+    assert as_text(inspect.render_events(EventList(), NOW)).strip() == "No events."
 
 
 @pytest.mark.parametrize(
