@@ -36,6 +36,7 @@ from pykubelet.pods.log_rotation import (
 )
 from pykubelet.ports.cri import CriError, CriNotFound
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.log_rotation")
 
@@ -182,7 +183,7 @@ class LogRotator:
         self._problems.pop(container.id, None)
         if rotated is not None:
             self.metrics.rotations.inc()
-            log.debug("rotated container log to %s", rotated, extra=fields)
+            log.log(V(4), "rotated container log to %s", rotated, extra=fields)
 
     async def _rotate_if_needed(self, container_id: str) -> str | None:
         """The rotated file's name, or None when the log was left as it was."""

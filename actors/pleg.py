@@ -23,9 +23,11 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod_updates import PlegEvent
+from pykubelet.messages.runtime import Relist, RelistedContainer, RelistedSandbox
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, POD_UID_LABEL, is_managed
 from pykubelet.ports.cri import CriError, EventsUnsupported
-from pykubelet.ports.cri.pods import Relist, RelistedContainer, RelistedSandbox, relist
+from pykubelet.ports.cri.pods import relist
 from pykubelet.supervisor import ActorContext
 
 log = logging.getLogger("pykubelet.pleg")
@@ -305,7 +307,7 @@ class _Pleg:
             self._period_changed = trio.Event()
 
     async def follow_events(self) -> None:
-        delay = self.settings.events_backoff_initial
+        backoff = ExponentialBackoff(self.settings.events_backoff_initial, self.settings.events_backoff_max)
         problem: str | None = None
         while True:
             await self.runtime.wait_connected()
@@ -316,7 +318,7 @@ class _Pleg:
                         if problem is not None:
                             log.info("following the runtime's container events again")
                             problem = None
-                        delay = self.settings.events_backoff_initial
+                        backoff.reset()
                         await self._on_event(event)
                 reason = "the runtime ended the container event stream"
             except EventsUnsupported:
@@ -334,13 +336,13 @@ class _Pleg:
                 self.stream_opened_at = None
                 self._period_changed.set()
             if lasted is not None and lasted >= self.settings.evented_relist_period:
-                delay = self.settings.events_backoff_initial  # it worked for a while: not a loop
+                backoff.reset()  # it worked for a while: not a loop
+            delay = backoff.next_delay()
             if reason != problem:
                 log.warning("container events: %s; relisting every %gs, subscribing again in %gs",
                             reason, self.settings.relist_period, delay)
                 problem = reason
             await trio.sleep(delay)
-            delay = min(delay * 2, self.settings.events_backoff_max)
 
     async def _on_event(self, event: api_pb2.ContainerEventResponse) -> None:
         if event.created_at:

@@ -27,6 +27,10 @@ class PodStatuses:
         """The status the pod carried when its source gave it (None: not on the board)."""
         return self._source_status.get(uid)
 
+    def pod(self, uid: str) -> Pod | None:
+        """The pod with its published status (None: not on the board)."""
+        return self._pods.get(uid)
+
     def get(self, uid: str) -> PodStatus | None:
         pod = self._pods.get(uid)
         return pod.status if pod is not None else None

@@ -46,6 +46,7 @@ import trio
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.messages.pod import PodStatus
 from pykubelet.messages.pod_status_reports import PodTerminated
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.manifest import CONFIG_HASH, CONFIG_MIRROR, CONFIG_SOURCE
 from pykubelet.pods.status_patch import status_patch
 from pykubelet.ports.apiserver import (
@@ -59,6 +60,7 @@ from pykubelet.ports.apiserver import (
     Unauthorized,
 )
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.status_manager")
 
@@ -269,7 +271,7 @@ class StatusManager:
         if body is not None:
             answer = await self.client.patch(record.path + "/status", body, "strategic")
             self._learn(record, answer)
-            log.debug("pod status written (version %d)", version, extra=record.fields)
+            log.log(V(3), "pod status written (version %d)", version, extra=record.fields)
         record.synced = version
         if record.static:
             record.recheck_at = trio.current_time() + self.settings.period
@@ -293,7 +295,7 @@ class StatusManager:
         """A static pod without its mirror pod (yet): look again after a period."""
         record.api_status, record.api_uid = None, ""
         record.recheck_at = record.hold_until = trio.current_time() + self.settings.period
-        log.debug("static pod has no mirror pod yet: status not written", extra=record.fields)
+        log.log(V(4), "static pod has no mirror pod yet: status not written", extra=record.fields)
 
     def _learn(self, record: PodRecord, pod: dict[str, Any]) -> None:
         record.api_status = pod.get("status") or {}
@@ -373,7 +375,7 @@ def status_manager_actor(
         manager = StatusManager(client, statuses, settings)
         wake = _Wake()
         idle = poll if poll is not None else period
-        delay = backoff_initial
+        backoff = ExponentialBackoff(backoff_initial, period)
         failing: str | None = None
         async with trio.open_nursery() as nursery:
             if ctx.mailbox is not None:
@@ -386,13 +388,12 @@ def status_manager_actor(
                     if failing != type(exc).__name__:
                         failing = type(exc).__name__
                         log.warning("pod statuses not written, retrying (back-off up to %gs): %s", period, exc)
-                    await trio.sleep(delay)  # a message meanwhile is seen right after it
-                    delay = min(delay * 2, period)
+                    await trio.sleep(backoff.next_delay())  # a message meanwhile is seen right after it
                     continue
                 if failing is not None:
                     log.info("pod statuses are written again")
                     failing = None
-                delay = backoff_initial
+                backoff.reset()
                 await wake.wait(_next_wait(manager, idle))
 
     return run

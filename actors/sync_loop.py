@@ -39,6 +39,7 @@ from pykubelet.pods.eviction import admit_under_pressure
 from pykubelet.pods.resources import qos_class
 from pykubelet.pods.unsupported import unsupported_fields, why_ignored
 from pykubelet.supervisor import ActorContext, ChildSpec, MailboxFull, MailboxSpec, Supervisor
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.syncloop")
 
@@ -52,10 +53,11 @@ class DesiredPods:
     """The sync loop's desired pod UIDs, published for readers (garbage collection).
 
     `current()` is None until every source has been seen: before then no pod may be
-    taken for deleted."""
+    taken for deleted. `rejected`: the pods admission refused (--runonce reports them)."""
 
     def __init__(self) -> None:
         self.uids: frozenset[str] = frozenset()
+        self.rejected: frozenset[str] = frozenset()
         self.sources_ready = False
 
     def current(self) -> set[str] | None:
@@ -79,6 +81,9 @@ class SyncLoopSettings:
     max_pods: int = 110  # --max-pods
     workers: str = "root/pod-workers"
     node: NodeView = NodeView()
+    # Terminate what the runtime holds that no source wants, once every source was seen.
+    # --runonce does not (Go's runonce has no housekeeping): it leaves other pods alone.
+    terminate_unwanted: bool = True
 
 
 def sync_loop_actor(
@@ -103,7 +108,7 @@ def sync_loop_actor(
         if pressure is not None:
             loop.pressure = pressure
         view = published if published is not None else DesiredPods()
-        view.uids, view.sources_ready = frozenset(), False  # a new incarnation starts empty
+        view.uids, view.rejected, view.sources_ready = frozenset(), frozenset(), False  # a new incarnation starts empty
         assert ctx.mailbox is not None
         last_iteration = [trio.current_time()]
         async with trio.open_nursery() as nursery:
@@ -114,6 +119,8 @@ def sync_loop_actor(
                 await loop.handle(message)
                 loop.deliver_undelivered()
                 view.uids, view.sources_ready = frozenset(loop.desired), loop.sources_ready
+                if view.rejected != loop.rejected:
+                    view.rejected = frozenset(loop.rejected)
                 last_iteration[0] = trio.current_time()
 
     return run
@@ -190,13 +197,14 @@ class SyncLoop:
             await self._housekeeping()
         elif isinstance(message, SourcesReady):
             if not self.sources_ready:
-                log.info("all sources seen (%s): pods no source wants will be terminated", ", ".join(message.sources))
+                then = ": pods no source wants will be terminated" if self.settings.terminate_unwanted else ""
+                log.info("all sources seen (%s)%s", ", ".join(message.sources), then)
             self.sources_ready = True
             await self._housekeeping()
         elif isinstance(message, EvictPod):
             await self._evict(message)
         elif isinstance(message, ManifestProblems):
-            log.debug("%d manifest problems", len(message.problems))
+            log.log(V(4), "%d manifest problems", len(message.problems))
 
     async def _on_update(self, update: PodUpdate) -> None:
         for pod in update.pods:
@@ -216,7 +224,7 @@ class SyncLoop:
                 if not self._admit(pod):
                     continue
                 self.desired[uid] = pod
-                log.info("pod added from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
+                log.log(V(2), "pod added from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
                 await self._sync(pod)
             elif update.op in ("ADD", "UPDATE", "RECONCILE"):
                 if uid in self.rejected:
@@ -231,7 +239,7 @@ class SyncLoop:
                     self.rejected.discard(uid)
                     self.statuses.remove(uid)
                     continue
-                log.info("pod removed from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
+                log.log(V(2), "pod removed from %s", update.source, extra={"pod": pod.full_name, "pod_uid": uid})
                 await self._terminate(uid, reason=f"removed from its source ({update.source})")
 
     def _admit(self, pod: Pod) -> bool:
@@ -282,7 +290,7 @@ class SyncLoop:
         pod = self.desired.get(uid)
         if pod is not None:
             await self._sync(pod)
-        elif self.sources_ready:
+        elif self.sources_ready and self.settings.terminate_unwanted:
             await self._terminate(uid, reason="no source wants it")
 
     async def _housekeeping(self) -> None:
@@ -290,7 +298,7 @@ class SyncLoop:
         for uid, pod in self.desired.items():
             if not self.workers.has_child(uid):  # its worker ended: a lost message, or a re-add
                 await self._sync(pod)
-        if not self.sources_ready or self.runtime_pods.latest is None:
+        if not self.sources_ready or self.runtime_pods.latest is None or not self.settings.terminate_unwanted:
             return
         for uid in self.runtime_pods.latest.pod_uids() - self.desired.keys():
             if uid and not self.workers.has_child(uid):

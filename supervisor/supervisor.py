@@ -9,7 +9,6 @@ in one loop that reads child exits and operator commands from one channel.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections import deque
@@ -274,10 +273,8 @@ class Supervisor:
                 task_status.started()
                 try:
                     await child.spec.start(ctx)
-                # Let it crash: the supervisor decides what follows. asyncio's CancelledError
-                # (a BaseException) can leak out of the asyncio side of trio-asyncio: it is
-                # the actor's failure, not a cancellation of this scope.
-                except (Exception, asyncio.CancelledError) as exc:
+                # Let it crash: the supervisor decides what follows.
+                except Exception as exc:
                     error = exc
         finally:
             # Whatever escaped, the incarnation is over: a supervisor stopping it must not
@@ -452,6 +449,15 @@ class Supervisor:
                 f"{child.record.path} crashed on purpose (fault injection)"
             )
             incarnation.scope.cancel()
+
+        await self._call(action)
+
+    async def ping(self) -> None:
+        """Return once this supervisor's decision loop has taken a command: it does not while
+        the loop is stuck (a child that does not stop, say), which is what a watchdog asks."""
+
+        async def action() -> None:
+            return None
 
         await self._call(action)
 

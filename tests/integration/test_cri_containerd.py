@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 import trio
-import trio_asyncio
+from pykubelet.ports import grpc_loop
 from cri_api.v1 import api_pb2
 
 from pykubelet.ports.cri import (
@@ -210,7 +210,7 @@ async def test_each_call_counts_under_the_go_kubelet_operation_type(cri: CriClie
 
 @pytest.mark.containerd
 async def test_killed_runtime_is_unavailable_then_answers_again_after_restart(
-    fresh_containerd, trio_asyncio_loop
+    fresh_containerd
 ) -> None:
     async with CriClient(fresh_containerd.endpoint, request_timeout=5) as client:
         sandbox_id = await client.run_pod_sandbox(host_network_sandbox("survivor"))
@@ -258,7 +258,7 @@ async def test_a_new_client_connects_at_once_once_the_runtime_is_back(fresh_cont
 
 
 async def test_missing_socket_raises_runtime_unavailable_naming_the_path(
-    trio_asyncio_loop, short_dir: str
+    short_dir: str
 ) -> None:
     path = os.path.join(short_dir, "nothing-here.sock")
     client = CriClient(path, request_timeout=5)
@@ -272,7 +272,7 @@ async def test_missing_socket_raises_runtime_unavailable_naming_the_path(
     assert "--container-runtime-endpoint" in message
 
 
-async def test_plain_grpc_server_is_not_a_cri_runtime(trio_asyncio_loop, short_dir: str) -> None:
+async def test_plain_grpc_server_is_not_a_cri_runtime(short_dir: str) -> None:
     path = os.path.join(short_dir, "plain-grpc.sock")
 
     async def start_server() -> grpc.aio.Server:
@@ -281,17 +281,17 @@ async def test_plain_grpc_server_is_not_a_cri_runtime(trio_asyncio_loop, short_d
         await server.start()
         return server
 
-    server = await trio_asyncio.aio_as_trio(start_server)()
+    server = await grpc_loop.run(start_server)
     try:
         with pytest.raises(NotCriRuntime) as not_cri:
             await CriClient(path, request_timeout=5).connect()
         assert f"unix://{path} answers but is not a CRI v1 runtime" in str(not_cri.value)
     finally:
-        await trio_asyncio.aio_as_trio(server.stop)(None)
+        await grpc_loop.run(server.stop, None)
 
 
 async def test_http_server_on_the_socket_is_not_a_cri_runtime(
-    trio_asyncio_loop, short_dir: str
+    short_dir: str
 ) -> None:
     path = os.path.join(short_dir, "http.sock")
     listener = trio.socket.socket(trio.socket.AF_UNIX)
@@ -315,7 +315,7 @@ async def test_http_server_on_the_socket_is_not_a_cri_runtime(
 
 
 async def test_silent_socket_fails_within_the_request_timeout(
-    trio_asyncio_loop, short_dir: str
+    short_dir: str
 ) -> None:
     path = os.path.join(short_dir, "silent.sock")
     listener = socket.socket(socket.AF_UNIX)

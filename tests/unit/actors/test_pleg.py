@@ -14,8 +14,8 @@ from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, diff, event_to_pleg_events, pleg_actor
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod_updates import PlegEvent
+from pykubelet.messages.runtime import Relist, RelistedContainer, RelistedSandbox
 from pykubelet.ports.cri import CriCallError, EventsUnsupported, RuntimeVersion
-from pykubelet.ports.cri.pods import Relist, RelistedContainer, RelistedSandbox
 from pykubelet.supervisor import ChildSpec
 from tests.support.actors import Inbox, running
 

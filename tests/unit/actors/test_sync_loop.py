@@ -23,7 +23,7 @@ from pykubelet.messages.pod_updates import (
     SyncPod,
     TerminatePod,
 )
-from pykubelet.ports.cri.pods import Relist, RelistedSandbox
+from pykubelet.messages.runtime import Relist, RelistedSandbox
 from pykubelet.supervisor import ChildSpec, MailboxSpec, Supervisor
 
 
@@ -36,14 +36,14 @@ def pod(uid: str, image: str = "busybox") -> Pod:
 
 
 class Node:
-    def __init__(self, max_pods: int = 110) -> None:
+    def __init__(self, max_pods: int = 110, terminate_unwanted: bool = True) -> None:
         self.seen: list[tuple[str, str, str]] = []  # (uid, what, detail)
         self.free = trio.Event()
         self.stalled = False
         self.statuses = PodStatuses()
         self.runtime_pods = RuntimePods()
         self.events = EventRecorder(CollectorRegistry(), host="node-1")
-        settings = SyncLoopSettings(sync_frequency=60, max_pods=max_pods)
+        settings = SyncLoopSettings(sync_frequency=60, max_pods=max_pods, terminate_unwanted=terminate_unwanted)
 
         def worker_actor(uid: str, spec: Pod | None):
             async def run(ctx):
@@ -116,6 +116,19 @@ async def test_orphans_are_terminated_only_after_sources_are_ready(node, autojum
     assert node.take() == [("orphan", "started", "orphan"), ("orphan", "terminate", "no source wants it")]
     node.runtime_pods.latest = Relist(sandboxes=[], containers=[])  # the PLEG sees it gone
     await trio.sleep(5)
+    assert node.take() == []
+
+
+async def test_without_terminate_unwanted_orphans_are_left_alone_runonce(nursery, autojump_clock):
+    node = Node(terminate_unwanted=False)
+    await nursery.start(node.tree.run)
+    node.runtime_pods.latest = Relist(
+        sandboxes=[RelistedSandbox(id="s", pod_uid="orphan", name="old", namespace="default", ready=True)],
+        containers=[],
+    )
+    await node.send(SourcesReady(sources=["file"]))
+    await node.send(PlegEvent(pod_uid="orphan", type="ContainerDied"))
+    await trio.sleep(5)  # housekeeping ticks pass too
     assert node.take() == []
 
 
