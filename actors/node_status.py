@@ -41,10 +41,10 @@ from pykubelet.pods.node import (
     status_changed,
     status_patch,
 )
+from pykubelet.pods.network import RUNTIME_NETWORK_NOT_READY
 from pykubelet.pods.node_allocatable import allocatable
 from pykubelet.ports.apiserver.client import PatchType
 from pykubelet.ports.apiserver.errors import AlreadyExists, ApiError, NotFound
-from pykubelet.ports.cri import CriError
 from pykubelet.supervisor import ActorContext
 from pykubelet.supervisor.verbosity import V
 
@@ -259,7 +259,7 @@ class _NodeStatus:
         hard = parse_thresholds(s.eviction_hard, {}, {}, {})  # validated with the configuration
         return allocatable(node_capacity(self.facts, s.max_pods), s.kube_reserved, s.system_reserved, hard)
 
-    async def conditions(self, previous: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    def conditions(self, previous: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         checks = {check.name: check for check in self.health.checks()}
         runtime = checks.get(RUNTIME_CHECK)
         if runtime is None:
@@ -269,7 +269,7 @@ class _NodeStatus:
         pleg = checks.get(PLEG_CHECK)
         pleg_ok = pleg is None or pleg.ok
         pleg_detail = pleg.detail.removeprefix(_PLEG_PREFIX) if pleg is not None else ""
-        network_ok, network_detail = await self.network() if runtime_ok else (True, "")
+        network_ok, network_detail = self.network() if runtime_ok else (True, "")
         pressure = self.pressure()
         return node_conditions(
             previous, now=self.wall_clock(), runtime_ok=runtime_ok, runtime_detail=runtime_detail,
@@ -278,19 +278,13 @@ class _NodeStatus:
             pid_pressure=PID_PRESSURE in pressure,
         )  # fmt: skip
 
-    async def network(self) -> tuple[bool, str]:
-        """NetworkReady from the runtime, printed as Go prints a runtime condition. A failed
-        call says nothing here: the runtime link reports a runtime that stopped answering."""
-        try:
-            status = await self.runtime.client.status()
-        except CriError:
+    def network(self) -> tuple[bool, str]:
+        """The runtime's network error as the runtime link last saw it: the same fact that
+        holds pod-network pods (Go: both read runtimeState.networkErrors)."""
+        error = self.runtime.network_error
+        if error is None:
             return True, ""
-        condition = status.condition("NetworkReady")
-        if condition is None:
-            return False, "no NetworkReady condition"
-        if condition.status:
-            return True, ""
-        return False, f"NetworkReady=false reason:{condition.reason} message:{condition.message}"
+        return False, error.removeprefix(f"{RUNTIME_NETWORK_NOT_READY}: ")
 
     # -- registration ------------------------------------------------------------------
 
@@ -308,7 +302,7 @@ class _NodeStatus:
             self.name,
             labels=node_labels(self.hostname, self.facts.machine, self.settings.node_labels),
             status=self.owned(),
-            conditions=await self.conditions(None),
+            conditions=self.conditions(None),
         )
         try:
             created = await self.client.create(NODES_PATH, node)
@@ -363,7 +357,7 @@ class _NodeStatus:
             return
         self.record.observe(node)
         old = node.get("status") or {}
-        new = merge_status(old, self.owned(), await self.conditions(old.get("conditions")))
+        new = merge_status(old, self.owned(), self.conditions(old.get("conditions")))
         now = trio.current_time()
         changed = status_changed(old, new)
         if changed:

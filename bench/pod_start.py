@@ -77,8 +77,6 @@ from _support import (  # noqa: E402
 )
 
 import trio  # noqa: E402
-import trio_asyncio  # noqa: E402
-
 from cri_api.v1 import api_pb2  # noqa: E402
 
 from pykubelet.pods.labels import MANAGED_LABEL, POD_UID_LABEL  # noqa: E402
@@ -209,7 +207,7 @@ async def raw_round(
     to the end of the pod's status read after it), and the (seconds, calls) of each start
     operation."""
     registry = CollectorRegistry()
-    async with trio_asyncio.open_loop(), CriClient(
+    async with CriClient(
         endpoint, request_timeout=60, metrics=RuntimeOperationMetrics(registry)
     ) as cri:
         image = await cri.image_status(BUSYBOX_IMAGE)

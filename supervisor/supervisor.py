@@ -9,7 +9,6 @@ in one loop that reads child exits and operator commands from one channel.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections import deque
@@ -276,10 +275,8 @@ class Supervisor:
                 task_status.started()
                 try:
                     await child.spec.start(ctx)
-                # Let it crash: the supervisor decides what follows. asyncio's CancelledError
-                # (a BaseException) can leak out of the asyncio side of trio-asyncio: it is
-                # the actor's failure, not a cancellation of this scope.
-                except (Exception, asyncio.CancelledError) as exc:
+                # Let it crash: the supervisor decides what follows.
+                except Exception as exc:
                     error = exc
         finally:
             # Whatever escaped, the incarnation is over: a supervisor stopping it must not

@@ -41,6 +41,7 @@ __all__ = [
     "PrivateContainerd",
     "build_and_import_images",
     "check_prerequisites",
+    "cni_plugins_installed",
     "remove_all_pods",
     "sweep_stale_instances",
 ]
@@ -102,6 +103,11 @@ disabled_plugins = [
 """
 
 
+def cni_plugins_installed() -> bool:
+    """Debian's containernetworking-plugins, which the bridge network needs."""
+    return os.path.exists(os.path.join(_CNI_BIN_DIR, "bridge"))
+
+
 def check_prerequisites() -> None:
     """Raise ContainerdUnavailable naming what is missing (the fixtures turn it into a skip)."""
     if os.geteuid() != 0:
@@ -127,12 +133,13 @@ class PrivateContainerd:
     """One containerd with its own root, state, socket and config under a temp dir.
 
     start() returns once the CRI answers; stop() removes every sandbox, ends containerd and
-    everything it started, and deletes the temp dir. kill() SIGKILLs containerd alone (its
-    shims and containers live on, as on a real node) and restart() starts it again on the
-    same root, state and socket.
+    everything it started, and deletes the temp dir. kill() SIGKILLs containerd alone and
+    terminate() stops it with SIGTERM (either way its shims and containers live on, as on a
+    real node); restart() starts it again on the same root, state and socket.
     """
 
-    def __init__(self, base_dir: Path | None = None) -> None:
+    def __init__(self, base_dir: Path | None = None, *, cni: bool = True) -> None:
+        self.cni = cni  # False: no network configuration at start, NetworkReady=false (add_cni_config())
         self.base = Path(base_dir) if base_dir else Path(
             tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-", dir="/tmp")
         )
@@ -156,15 +163,21 @@ class PrivateContainerd:
                 pause_image=PAUSE_IMAGE,
             )
         )
-        if os.path.exists(os.path.join(_CNI_BIN_DIR, "bridge")):
+        if self.cni and cni_plugins_installed():
             # With a network config the CRI plugin reports NetworkReady, so a node turns
             # Ready; the tests' pods use the host network and send nothing through it.
-            (self.base / "cni" / "net.d" / "10-pykubelet-test.conflist").write_text(_CNI_CONFIG)
+            self.add_cni_config()
         self._spawn()
         self._wait_ready(timeout)
 
+    def add_cni_config(self) -> None:
+        """Write the bridge network's configuration; a running containerd picks it up (it
+        watches conf_dir) and turns NetworkReady true. Pods on it get 10.244.251.0/24
+        addresses on bridge pykt0, with no gateway and no masquerade: nothing is routed."""
+        (self.base / "cni" / "net.d" / "10-pykubelet-test.conflist").write_text(_CNI_CONFIG)
+
     def restart(self, timeout: float = 20.0) -> None:
-        """Start containerd again on the same root, state and socket (after kill())."""
+        """Start containerd again on the same root, state and socket (after kill() or terminate())."""
         if self.running:
             raise RuntimeError(f"containerd at {self.socket} is still running")
         self._spawn()
@@ -175,6 +188,13 @@ class PrivateContainerd:
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.wait()
+
+    def terminate(self, timeout: float = 20.0) -> None:
+        """Stop containerd cleanly (SIGTERM), as `systemctl restart containerd` does; its
+        shims and containers keep running."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            self._process.wait(timeout)
 
     @property
     def running(self) -> bool:

@@ -460,23 +460,3 @@ async def test_an_actor_can_address_a_sibling_started_after_it(autojump_clock):
         await settle()
         assert got == ["hello"]
         nursery.cancel_scope.cancel()
-
-
-async def test_an_asyncio_cancellation_leaking_out_of_an_actor_is_a_crash_not_a_hang(autojump_clock):
-    import asyncio
-
-    runs = []
-
-    async def leaky(ctx):
-        runs.append(1)
-        if len(runs) == 1:
-            raise asyncio.CancelledError()  # what trio-asyncio can let out of the asyncio side
-        await trio.sleep_forever()
-
-    tree = Supervisor("root", [ChildSpec("leaky", leaky)])
-    async with trio.open_nursery() as nursery:
-        await run_tree(nursery, tree)
-        await settle()
-        child = tree.snapshot().children[0]
-        assert child.restarts == 1 and child.last_error.type == "CancelledError" and child.state == "running"
-        nursery.cancel_scope.cancel()
