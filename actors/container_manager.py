@@ -2,7 +2,8 @@
 the kubepods hierarchy made at start under cgroupRoot — kubepods, holding node allocatable
 when enforceNodeAllocatable has "pods", with burstable and besteffort below it — a cgroup per
 pod made before its sandbox and removed once its containers are gone, the QoS cgroups' cpu
-shares kept in step with their pods, and each container's CRI resources. The runtime puts a
+shares kept in step with their pods (from the board's running sum of Burstable cpu
+requests, not a sum over every pod at each pod cgroup), and each container's CRI resources. The runtime puts a
 pod's sandbox and containers under the pod's cgroup (the sandbox's cgroup_parent).
 
 The numbers are decided in pods/container_resources.py and pods/cgroup_names.py; the files
@@ -13,7 +14,7 @@ that touch the cgroup filesystem run in a worker thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -35,7 +36,7 @@ from pykubelet.pods.container_resources import (
     hugepage_unit_size,
     milli_cpu_to_shares,
     pod_resource_config,
-    qos_cgroup_cpu_shares,
+    qos_cgroup_cpu_shares_of,
 )
 from pykubelet.ports.cgroups import CgroupConfig, CgroupError, CgroupManager, CgroupMode, detect_cgroup_mode
 
@@ -70,14 +71,15 @@ class ContainerManagerSettings:
 class ContainerManager:
     settings: ContainerManagerSettings
     cgroups: CgroupManager | None  # None: pods get no cgroups of their own (cgroupsPerQOS false)
-    pods: Callable[[], Iterable[Pod]] = lambda: ()  # the pods the node runs, for the QoS cgroups' shares
+    # The Burstable pods' cpu requests summed (millicores), for the QoS cgroups' shares.
+    burstable_cpu_requests: Callable[[], int] = lambda: 0
     _kubepods: CgroupName = field(init=False)
 
     def __post_init__(self) -> None:
         self._kubepods = (*parse_cgroupfs(self.settings.cgroup_root), *KUBEPODS)
 
     @classmethod
-    def for_node(cls, settings: ContainerManagerSettings, pods: Callable[[], Iterable[Pod]] = lambda: (),
+    def for_node(cls, settings: ContainerManagerSettings, burstable_cpu_requests: Callable[[], int] = lambda: 0,
                  mode: CgroupMode | None = None) -> ContainerManager:
         """Detects the node's cgroups and refuses what Go refuses: a cgroup v1 host while
         failCgroupV1, cgroupsPerQOS on a node without a cgroup filesystem."""
@@ -87,20 +89,20 @@ class ContainerManager:
             # cgroup version does not matter (failCgroupV1 is about the pods' cgroups).
             log.warning("the embedded runtime runs containers without cgroups: resource requests and "
                         "limits are reported (qosClass) but not enforced")
-            return cls(settings, None, pods)
+            return cls(settings, None, burstable_cpu_requests)
         if settings.fail_cgroup_v1 and mode.version == 1:
             raise ContainerManagerError(
                 "this host uses cgroup v1, and failCgroupV1 is true (the Go kubelet's default since 1.35): "
                 "move the host to cgroup v2, or set failCgroupV1: false (--fail-cgroupv1=false) to run on "
                 "cgroup v1, which Kubernetes keeps in maintenance mode only")
         if not settings.cgroups_per_qos:
-            return cls(settings, None, pods)
+            return cls(settings, None, burstable_cpu_requests)
         if mode.version == 0:
             raise ContainerManagerError(
                 "cgroupsPerQOS is true but this host has no cgroup filesystem mounted at /sys/fs/cgroup: "
                 "mount it, or set cgroupsPerQOS: false")
         try:
-            return cls(settings, CgroupManager(mode), pods)
+            return cls(settings, CgroupManager(mode), burstable_cpu_requests)
         except CgroupError as error:
             raise ContainerManagerError(str(error)) from None
 
@@ -136,7 +138,7 @@ class ContainerManager:
 
     def _update_qos(self, *, create: bool = False) -> None:
         assert self.cgroups is not None
-        shares = qos_cgroup_cpu_shares(self.pods())
+        shares = qos_cgroup_cpu_shares_of(self.burstable_cpu_requests())
         for tier in QOS_TIERS:
             config = CgroupConfig(cpu_shares=shares[tier.lower()])
             self._ensure(cgroupfs_path(qos_cgroup_name(tier, self._kubepods)), config, update=True, create=create)

@@ -44,6 +44,7 @@ from pykubelet.pods.labels import CONTAINER_NAME_LABEL, POD_UID_LABEL, is_manage
 from pykubelet.ports.cgroups import CgroupError
 from pykubelet.ports.cri import CriCallError, CriClient, CriError, CriNotFound
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.gc")
 
@@ -298,7 +299,7 @@ class GarbageCollector:
         except CriCallError as exc:  # this one; the others may still go
             log.warning("cannot remove dead container %s: %s", cid, exc)
             return "kept"
-        log.debug("removed dead container %s", cid, extra={
+        log.log(V(4), "removed dead container %s", cid, extra={
             "pod_uid": status.labels.get(POD_UID_LABEL, ""), "container": status.labels.get(CONTAINER_NAME_LABEL, ""),
         })
         return "removed"

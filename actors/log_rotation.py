@@ -5,7 +5,10 @@ oldest removed, so that at most containerLogMaxFiles files exist per container.
 
 It lists the runtime over CRI and the files under podLogsDir, asks the pure decisions in
 pods/log_rotation.py and does the renames, removals and compressions (these in a worker
-thread). Its only state is the files: a restarted incarnation carries on from them.
+thread). Its only state is the files (a restarted incarnation carries on from them) and
+each running container's log path, read once with ContainerStatus (a container's log path
+never changes): a status call per container each round cost 500 CRI calls every 10 s at
+500 pods, the daemon's largest steady cost.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from pykubelet.pods.log_rotation import (
 )
 from pykubelet.ports.cri import CriError, CriNotFound
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.log_rotation")
 
@@ -134,6 +138,7 @@ class LogRotator:
         self.compress = compress or compress_in_thread
         self._problems: dict[str, str] = {}  # container id -> the error last logged for it
         self._cleanup_problems: set[str] = set()  # paths that could not be removed
+        self._log_paths: dict[str, str] = {}  # container id -> its log path, while it runs
 
     async def rotate_logs(self) -> None:
         """One round (Go's rotateLogs and its workers): clean up what earlier rotations
@@ -161,6 +166,7 @@ class LogRotator:
                 nursery.start_soon(worker)
         ids = {c.id for c in running}
         self._problems = {cid: problem for cid, problem in self._problems.items() if cid in ids}
+        self._log_paths = {cid: path for cid, path in self._log_paths.items() if cid in ids}
 
     async def _process_container(self, container: api_pb2.Container) -> None:
         fields = {
@@ -182,12 +188,14 @@ class LogRotator:
         self._problems.pop(container.id, None)
         if rotated is not None:
             self.metrics.rotations.inc()
-            log.debug("rotated container log to %s", rotated, extra=fields)
+            log.log(V(4), "rotated container log to %s", rotated, extra=fields)
 
     async def _rotate_if_needed(self, container_id: str) -> str | None:
         """The rotated file's name, or None when the log was left as it was."""
         cri, settings = self.runtime.client, self.settings
-        path = (await cri.container_status(container_id)).status.log_path
+        path = self._log_paths.get(container_id)
+        if path is None:
+            path = self._log_paths[container_id] = (await cri.container_status(container_id)).status.log_path
         if not path:
             return None
         try:

@@ -19,13 +19,13 @@ from typing import Any, Protocol
 
 import trio
 
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.lease import (
     BACKOFF_INITIAL,
     BACKOFF_MAX,
     DEFAULT_DURATION,
     MAX_UPDATE_RETRIES,
     NAMESPACE,
-    backoff_delays,
     lease_path,
     leases_path,
     new_lease,
@@ -127,12 +127,12 @@ class _LeaseController:
     async def backoff_ensure(self) -> tuple[dict[str, Any] | None, bool]:
         """The Lease as it is now, created if missing; retried with back-off until the API
         server answers. (None, False) while the Node's uid is not known yet."""
-        delays = backoff_delays(self.settings.backoff_initial, self.settings.backoff_max)
+        backoff = ExponentialBackoff(self.settings.backoff_initial, self.settings.backoff_max)
         while True:
             try:
                 return await self.ensure()
             except ApiError as exc:
-                delay = next(delays)
+                delay = backoff.next_delay()
                 self._failed(f"failed to ensure lease {self.settings.namespace}/{self.name} exists, "
                              f"retrying with back-off up to {self.settings.backoff_max:g}s: {exc}")  # fmt: skip
                 await trio.sleep(delay)

@@ -22,6 +22,7 @@ import trio
 
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.eviction_thresholds import parse_thresholds
 from pykubelet.pods.node import (
     DISK_PRESSURE,
@@ -40,11 +41,12 @@ from pykubelet.pods.node import (
     status_changed,
     status_patch,
 )
+from pykubelet.pods.network import RUNTIME_NETWORK_NOT_READY
 from pykubelet.pods.node_allocatable import allocatable
 from pykubelet.ports.apiserver.client import PatchType
 from pykubelet.ports.apiserver.errors import AlreadyExists, ApiError, NotFound
-from pykubelet.ports.cri import CriError
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.node_status")
 
@@ -257,7 +259,7 @@ class _NodeStatus:
         hard = parse_thresholds(s.eviction_hard, {}, {}, {})  # validated with the configuration
         return allocatable(node_capacity(self.facts, s.max_pods), s.kube_reserved, s.system_reserved, hard)
 
-    async def conditions(self, previous: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    def conditions(self, previous: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         checks = {check.name: check for check in self.health.checks()}
         runtime = checks.get(RUNTIME_CHECK)
         if runtime is None:
@@ -267,7 +269,7 @@ class _NodeStatus:
         pleg = checks.get(PLEG_CHECK)
         pleg_ok = pleg is None or pleg.ok
         pleg_detail = pleg.detail.removeprefix(_PLEG_PREFIX) if pleg is not None else ""
-        network_ok, network_detail = await self.network() if runtime_ok else (True, "")
+        network_ok, network_detail = self.network() if runtime_ok else (True, "")
         pressure = self.pressure()
         return node_conditions(
             previous, now=self.wall_clock(), runtime_ok=runtime_ok, runtime_detail=runtime_detail,
@@ -276,38 +278,31 @@ class _NodeStatus:
             pid_pressure=PID_PRESSURE in pressure,
         )  # fmt: skip
 
-    async def network(self) -> tuple[bool, str]:
-        """NetworkReady from the runtime, printed as Go prints a runtime condition. A failed
-        call says nothing here: the runtime link reports a runtime that stopped answering."""
-        try:
-            status = await self.runtime.client.status()
-        except CriError:
+    def network(self) -> tuple[bool, str]:
+        """The runtime's network error as the runtime link last saw it: the same fact that
+        holds pod-network pods (Go: both read runtimeState.networkErrors)."""
+        error = self.runtime.network_error
+        if error is None:
             return True, ""
-        condition = status.condition("NetworkReady")
-        if condition is None:
-            return False, "no NetworkReady condition"
-        if condition.status:
-            return True, ""
-        return False, f"NetworkReady=false reason:{condition.reason} message:{condition.message}"
+        return False, error.removeprefix(f"{RUNTIME_NETWORK_NOT_READY}: ")
 
     # -- registration ------------------------------------------------------------------
 
     async def register(self) -> None:
         """Until the Node exists: create it, or reconcile the one already there."""
-        delay = self.settings.register_backoff_initial
+        backoff = ExponentialBackoff(self.settings.register_backoff_initial, self.settings.register_backoff_max)
         while True:
             if await self.try_register():
                 self.registered = True
                 return
-            await trio.sleep(delay)
-            delay = min(delay * 2, self.settings.register_backoff_max)
+            await trio.sleep(backoff.next_delay())
 
     async def try_register(self) -> bool:
         node = initial_node(
             self.name,
             labels=node_labels(self.hostname, self.facts.machine, self.settings.node_labels),
             status=self.owned(),
-            conditions=await self.conditions(None),
+            conditions=self.conditions(None),
         )
         try:
             created = await self.client.create(NODES_PATH, node)
@@ -362,11 +357,11 @@ class _NodeStatus:
             return
         self.record.observe(node)
         old = node.get("status") or {}
-        new = merge_status(old, self.owned(), await self.conditions(old.get("conditions")))
+        new = merge_status(old, self.owned(), self.conditions(old.get("conditions")))
         now = trio.current_time()
         changed = status_changed(old, new)
         if changed:
-            log.debug("node status changed: %s", ", ".join(sorted(k for k in {*old, *new} if old.get(k) != new.get(k))))
+            log.log(V(4), "node status changed: %s", ", ".join(sorted(k for k in {*old, *new} if old.get(k) != new.get(k))))
         if not needs_report(self.last_report_at, now, changed, self.settings.report_frequency):
             self.problem.cleared(f"node {self.name}: the API server answers again")
             return

@@ -22,10 +22,13 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.actors.runtime_pods import RuntimeIndex, RuntimeItem, RuntimePods
 from pykubelet.messages.pod_updates import PlegEvent
+from pykubelet.messages.runtime import Relist, RelistedContainer, RelistedSandbox
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, POD_UID_LABEL, is_managed
 from pykubelet.ports.cri import CriError, EventsUnsupported
-from pykubelet.ports.cri.pods import Relist, RelistedContainer, RelistedSandbox, relist
+from pykubelet.ports.cri.pods import relist
 from pykubelet.supervisor import ActorContext
 
 log = logging.getLogger("pykubelet.pleg")
@@ -80,43 +83,6 @@ class PlegMetrics:
         )
 
 
-class RuntimePods:
-    """The managed pods in the runtime as the PLEG last saw them (the latest successful
-    relist, kept current by the runtime's events), for readers outside the PLEG.
-
-    It also tells a pod worker when the runtime holds nothing of its pod, so that the
-    worker's sync need not ask (Go's pod workers sync from the PLEG's pod cache the same
-    way): the latest relist saw nothing of the pod, and no pod worker has created a sandbox
-    or container of it since that relist's list calls began. Sandboxes and containers are
-    made by pod workers alone, and whatever existed before the relist is in it.
-    """
-
-    def __init__(self) -> None:
-        self.latest: Relist | None = None
-        self._relist_began: float | None = None  # trio time, of the relist behind `latest`
-        self._created: dict[str, float] = {}  # pod uid -> when a worker last created in it
-
-    def relisted(self, view: Relist, began: float) -> None:
-        """A relist whose list calls began at `began` (trio time) saw `view`."""
-        self.latest, self._relist_began = view, began
-        # What was created before the relist began is in it, or gone since.
-        self._created = {uid: at for uid, at in self._created.items() if at >= began}
-
-    def creating(self, pod_uid: str) -> None:
-        """Say so before a CRI call that creates a sandbox or container of `pod_uid`."""
-        self._created[pod_uid] = trio.current_time()
-
-    def holds_nothing_of(self, pod_uid: str) -> bool:
-        """True when the runtime is known to hold no sandbox or container of `pod_uid`;
-        False when it may hold some (or nothing has been relisted yet)."""
-        latest = self.latest
-        if latest is None or self._relist_began is None or pod_uid in self._created:
-            return False
-        return not any(s.pod_uid == pod_uid for s in latest.sandboxes) and not any(
-            c.pod_uid == pod_uid for c in latest.containers
-        )
-
-
 # --- deciding: pure functions ----------------------------------------------------------
 
 
@@ -157,8 +123,11 @@ _EVENT_STATES = {
 }
 
 
-def apply_event(view: Relist | None, event: api_pb2.ContainerEventResponse) -> Relist | None:
-    """The view after one runtime event, or None when the event is about nothing managed.
+Change = tuple[RuntimeItem | None, RuntimeItem | None]  # one sandbox or container: (before, after)
+
+
+def event_change(index: RuntimeIndex, event: api_pb2.ContainerEventResponse) -> Change | None:
+    """What one runtime event changes in the view (None: it is about nothing managed).
 
     The event's type is the transition (CREATED -> created, STARTED -> running, STOPPED ->
     exited, DELETED -> gone); its statuses say only whether the container is ours and whose
@@ -166,12 +135,11 @@ def apply_event(view: Relist | None, event: api_pb2.ContainerEventResponse) -> R
     the container id. A DELETED container or sandbox is in no status any more: it counts
     when the view knows it, which holds managed ones only.
     """
-    containers = {c.id: c for c in view.containers} if view else {}
-    sandboxes = {s.id: s for s in view.sandboxes} if view else {}
     cid, kind = event.container_id, event.container_event_type
     sandbox = event.pod_sandbox_status if event.HasField("pod_sandbox_status") else None
-    if cid in sandboxes or (sandbox is not None and sandbox.id == cid):
-        known = sandboxes.get(cid)
+    if cid in index.sandboxes or (sandbox is not None and sandbox.id == cid):
+        before = index.sandboxes.get(cid)
+        known = before
         if known is None:
             if sandbox is None or not is_managed(dict(sandbox.labels)):
                 return None
@@ -180,38 +148,46 @@ def apply_event(view: Relist | None, event: api_pb2.ContainerEventResponse) -> R
                 namespace=sandbox.metadata.namespace, ready=False,
             )
         if kind == api_pb2.CONTAINER_DELETED_EVENT:
-            del sandboxes[cid]
-        else:
-            ready = kind != api_pb2.CONTAINER_STOPPED_EVENT and (
-                sandbox is None or sandbox.id != cid or sandbox.state == api_pb2.SANDBOX_READY
-            )
-            sandboxes[cid] = msgspec.structs.replace(known, ready=ready)
-    else:
-        known = containers.get(cid)
-        if known is None:
-            status = next((s for s in event.containers_statuses if s.id == cid), None)
-            if status is None or not is_managed(dict(status.labels)):
-                return None
-            known = RelistedContainer(
-                id=cid, pod_uid=status.labels.get(POD_UID_LABEL, ""),
-                name=status.labels.get(CONTAINER_NAME_LABEL, status.metadata.name), state="unknown",
-            )
-        if kind == api_pb2.CONTAINER_DELETED_EVENT:
-            containers.pop(cid, None)
-        else:
-            containers[cid] = msgspec.structs.replace(known, state=_EVENT_STATES.get(kind, "unknown"))
-    return Relist(sandboxes=list(sandboxes.values()), containers=list(containers.values()))
+            return before, None
+        ready = kind != api_pb2.CONTAINER_STOPPED_EVENT and (
+            sandbox is None or sandbox.id != cid or sandbox.state == api_pb2.SANDBOX_READY
+        )
+        return before, msgspec.structs.replace(known, ready=ready)
+    before = index.containers.get(cid)
+    known = before
+    if known is None:
+        status = next((s for s in event.containers_statuses if s.id == cid), None)
+        if status is None or not is_managed(dict(status.labels)):
+            return None
+        known = RelistedContainer(
+            id=cid, pod_uid=status.labels.get(POD_UID_LABEL, ""),
+            name=status.labels.get(CONTAINER_NAME_LABEL, status.metadata.name), state="unknown",
+        )
+    if kind == api_pb2.CONTAINER_DELETED_EVENT:
+        return before, None
+    return before, msgspec.structs.replace(known, state=_EVENT_STATES.get(kind, "unknown"))
 
 
-def event_to_pleg_events(
-    view: Relist | None, event: api_pb2.ContainerEventResponse
-) -> tuple[Relist | None, list[PlegEvent]]:
-    """(the new view, the PlegEvents) for one runtime event: exactly what a relist would
-    report for the same change, so events and relists never disagree on a transition."""
-    after = apply_event(view, event)
-    if after is None:
-        return view, []
-    return after, diff(view, after)
+def event_to_pleg_events(index: RuntimeIndex, event: api_pb2.ContainerEventResponse) -> tuple[bool, list[PlegEvent]]:
+    """Applies one runtime event to the view: (whether it changed, the PlegEvents), exactly
+    what a relist would report for the same change, so events and relists never disagree
+    on a transition. It diffs the one sandbox or container changed, not the whole view."""
+    change = event_change(index, event)
+    if change is None:
+        return False, []
+    before, after = change
+    events = diff(_relist_of(before), _relist_of(after))
+    if after is not None:
+        index.put(after)
+    elif before is not None:
+        index.drop(before.id)
+    return True, events
+
+
+def _relist_of(item: RuntimeItem | None) -> Relist:
+    if isinstance(item, RelistedSandbox):
+        return Relist(sandboxes=[item], containers=[])
+    return Relist(sandboxes=[], containers=[item] if item is not None else [])
 
 
 # --- the actor -------------------------------------------------------------------------
@@ -248,7 +224,8 @@ class _Pleg:
         self.metrics = metrics
         self.cache = cache
         self.sync_loop = sync_loop
-        self.view: Relist | None = None  # None: a new incarnation reports every container once
+        # What the sync loop has been told; None: a new incarnation reports every container once.
+        self.index: RuntimeIndex | None = None
         self.last_success = trio.current_time()
         self.stream_opened_at: float | None = None  # the event stream is open since then
         self._during_relist: list[api_pb2.ContainerEventResponse] | None = None
@@ -285,10 +262,12 @@ class _Pleg:
                 problem = None
                 self.last_success = trio.current_time()
                 self.health.report(CHECK, True, f"relisted {len(current.sandboxes)} sandboxes")
+                index = RuntimeIndex(current)
                 for event in self._during_relist:
-                    current = apply_event(current, event) or current
+                    event_to_pleg_events(index, event)
                 self._during_relist = None
-                await self._publish(current, diff(self.view, current), relist_began=started)
+                previous = self.index.relist() if self.index is not None else None
+                await self._publish(index, diff(previous, index.relist()), relist_began=started)
             finally:
                 self._during_relist = None
             await self._sleep_until_next_relist(started)
@@ -305,7 +284,7 @@ class _Pleg:
             self._period_changed = trio.Event()
 
     async def follow_events(self) -> None:
-        delay = self.settings.events_backoff_initial
+        backoff = ExponentialBackoff(self.settings.events_backoff_initial, self.settings.events_backoff_max)
         problem: str | None = None
         while True:
             await self.runtime.wait_connected()
@@ -316,7 +295,7 @@ class _Pleg:
                         if problem is not None:
                             log.info("following the runtime's container events again")
                             problem = None
-                        delay = self.settings.events_backoff_initial
+                        backoff.reset()
                         await self._on_event(event)
                 reason = "the runtime ended the container event stream"
             except EventsUnsupported:
@@ -334,31 +313,32 @@ class _Pleg:
                 self.stream_opened_at = None
                 self._period_changed.set()
             if lasted is not None and lasted >= self.settings.evented_relist_period:
-                delay = self.settings.events_backoff_initial  # it worked for a while: not a loop
+                backoff.reset()  # it worked for a while: not a loop
+            delay = backoff.next_delay()
             if reason != problem:
                 log.warning("container events: %s; relisting every %gs, subscribing again in %gs",
                             reason, self.settings.relist_period, delay)
                 problem = reason
             await trio.sleep(delay)
-            delay = min(delay * 2, self.settings.events_backoff_max)
 
     async def _on_event(self, event: api_pb2.ContainerEventResponse) -> None:
         if event.created_at:
             self.metrics.event_latency.observe(max(0.0, time.time() - event.created_at / 1e9))
         if self._during_relist is not None:
             self._during_relist.append(event)
-        view, events = event_to_pleg_events(self.view, event)
-        if view is not self.view:
-            await self._publish(view, events)
+        index = self.index if self.index is not None else RuntimeIndex()
+        changed, events = event_to_pleg_events(index, event)
+        if changed:
+            await self._publish(index, events)
 
-    async def _publish(self, view: Relist, events: list[PlegEvent], *, relist_began: float | None = None) -> None:
+    async def _publish(self, index: RuntimeIndex, events: list[PlegEvent], *, relist_began: float | None = None) -> None:
         # The view changes before the first await, so the other task diffs against it.
-        self.view = view
+        self.index = index
         if relist_began is not None:
-            self.cache.relisted(view, relist_began)
+            self.cache.relisted(index, relist_began)
         else:
-            self.cache.latest = view
-        _set_gauges(self.metrics, view)
+            self.cache.index = index
+        _set_gauges(self.metrics, index)
         for event in events:
             await self.sync_loop.send(event)
 
@@ -376,10 +356,7 @@ async def _watch_health(settings: PlegSettings, health: HealthBoard, last_succes
             )
 
 
-def _set_gauges(metrics: PlegMetrics, current: Relist) -> None:
-    metrics.running_pods.set(len({s.pod_uid for s in current.sandboxes if s.ready}))
-    counts = {"created": 0, "running": 0, "exited": 0, "unknown": 0}
-    for container in current.containers:
-        counts[container.state] = counts.get(container.state, 0) + 1
-    for state, count in counts.items():
-        metrics.running_containers.labels(state).set(count)
+def _set_gauges(metrics: PlegMetrics, index: RuntimeIndex) -> None:
+    metrics.running_pods.set(index.ready_pods())
+    for state in {"created", "running", "exited", "unknown", *index.states}:
+        metrics.running_containers.labels(state).set(index.states.get(state, 0))

@@ -30,6 +30,7 @@ from pykubelet.messages.pod_updates import (
 )
 from pykubelet.pods.manifest import CONFIG_SEEN, CONFIG_SOURCE, LOCAL_ANNOTATIONS
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.pod_config")
 
@@ -180,7 +181,8 @@ def pod_config_actor(
         async for message in ctx.mailbox:
             for out in config.merge(message, seen=clock()):
                 if isinstance(out, PodUpdate):
-                    log.info(
+                    log.log(
+                        V(2),
                         "%s %d pods from %s: %s",
                         out.op,
                         len(out.pods),

@@ -3,7 +3,8 @@
 Pod workers publish a pod's status after every sync; the sync loop publishes pods it
 refused at admission. The server reads, and in cluster mode the status manager reports
 the same statuses to the API server. The board also keeps the status each pod carried
-when it came from its source (for an API pod: the API's, as of the last watch event).
+when it came from its source (for an API pod: the API's, as of the last watch event), and
+the Burstable pods' cpu requests summed as pods come and go, for the burstable QoS cgroup.
 """
 
 from __future__ import annotations
@@ -11,21 +12,43 @@ from __future__ import annotations
 import msgspec
 
 from pykubelet.messages.pod import Pod, PodList, PodStatus, pod_list
+from pykubelet.pods.container_resources import burstable_cpu_request
 
 
 class PodStatuses:
     def __init__(self) -> None:
         self._pods: dict[str, Pod] = {}
         self._source_status: dict[str, PodStatus] = {}
+        # Kept as pods are set and removed: the container manager asks at each pod cgroup
+        # it makes, and summing over every pod then would cost the node O(pods) a pod.
+        self._burstable_cpu: dict[str, int] = {}  # uid -> millicores, Burstable pods only
+        self._burstable_cpu_total = 0
 
     def set(self, pod: Pod, status: PodStatus) -> None:
         """Publish `status` for `pod`, the pod as its source gave it."""
-        self._pods[pod.metadata.uid] = msgspec.structs.replace(pod, status=status)
-        self._source_status[pod.metadata.uid] = pod.status
+        uid = pod.metadata.uid
+        before = self._pods.get(uid)
+        if before is None or before.spec is not pod.spec:
+            self._count_burstable_cpu(uid, burstable_cpu_request(pod))
+        self._pods[uid] = msgspec.structs.replace(pod, status=status)
+        self._source_status[uid] = pod.status
+
+    def _count_burstable_cpu(self, uid: str, milli_cpu: int) -> None:
+        self._burstable_cpu_total += milli_cpu - self._burstable_cpu.pop(uid, 0)
+        if milli_cpu:
+            self._burstable_cpu[uid] = milli_cpu
+
+    def burstable_cpu_requests(self) -> int:
+        """The cpu requests of the Burstable pods on the board, summed (millicores)."""
+        return self._burstable_cpu_total
 
     def source_status(self, uid: str) -> PodStatus | None:
         """The status the pod carried when its source gave it (None: not on the board)."""
         return self._source_status.get(uid)
+
+    def pod(self, uid: str) -> Pod | None:
+        """The pod with its published status (None: not on the board)."""
+        return self._pods.get(uid)
 
     def source_pod(self, uid: str) -> Pod | None:
         """The pod as its source gave it, the last time it was published (None: not on the
@@ -39,6 +62,7 @@ class PodStatuses:
 
     def remove(self, uid: str) -> None:
         self._pods.pop(uid, None)
+        self._count_burstable_cpu(uid, 0)
         self._source_status.pop(uid, None)
 
     def pods(self) -> list[Pod]:

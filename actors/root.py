@@ -24,7 +24,6 @@ import os
 from dataclasses import dataclass, field
 
 import trio
-import trio_asyncio
 from prometheus_client import CollectorRegistry
 
 from pykubelet.actors.container_manager import ContainerManager, ContainerManagerSettings
@@ -188,7 +187,7 @@ class Daemon:
         self.pressure = NodePressure()
         self.gc: GarbageCollector | None = None  # the gc actor's current collector (node-level reclaim)
         if containers is not None:
-            containers.pods = lambda: self.statuses.pod_list().items
+            containers.burstable_cpu_requests = self.statuses.burstable_cpu_requests
         self.root = Supervisor("root", self._children(deps), strategy="rest_for_one")
         self.metrics.register(ActorTreeCollector(self.root.snapshot, fold=["root/pod-workers", "root/probes"]))
 
@@ -391,10 +390,8 @@ class Daemon:
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Run the tree until cancelled; raises RestartIntensityExceeded if the root gives up."""
-        # grpc.aio (the CRI port) runs on asyncio; trio-asyncio hosts it inside trio.
         try:
-            async with trio_asyncio.open_loop():
-                await self.root.run(task_status=task_status)
+            await self.root.run(task_status=task_status)
         finally:
             with trio.CancelScope(shield=True):
                 for client in (self.api, self.heartbeat, self.events_api):

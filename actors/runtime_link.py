@@ -2,7 +2,8 @@
 
 It handshakes (Version), polls Status every few seconds as the Go kubelet's
 updateRuntimeUp does, and reconnects with back-off when the runtime goes away. It
-reports what it sees to the health board ("runtime" check) and to metrics. An
+reports what it sees to the health board ("runtime" check), to metrics and, for the
+runtime's pod network, on the RuntimeHandle (pod workers and the node status read it). An
 unreachable runtime is an expected condition here, not a crash.
 """
 
@@ -15,6 +16,8 @@ import trio
 from prometheus_client import CollectorRegistry, Gauge
 
 from pykubelet.actors.health import HealthBoard
+from pykubelet.pods.backoff import ExponentialBackoff
+from pykubelet.pods.network import NETWORK_STATE_UNKNOWN, runtime_network_error
 from pykubelet.ports.cri import (
     CriClient,
     CriError,
@@ -36,7 +39,9 @@ class RuntimeLinkSettings:
     request_timeout: float = 120.0  # --runtime-request-timeout, Go default 2m
     status_period: float = 5.0  # the Go kubelet checks runtime status every 5s
     reconnect_initial: float = 0.5
-    reconnect_max: float = 10.0
+    # Go's CRI client redials at most 3 s apart, so a runtime that is back is used within
+    # 3 s however long it was gone (a 10 s ceiling left pods down up to 10 s after it was).
+    reconnect_max: float = 3.0
 
 
 class RuntimeLinkMetrics:
@@ -67,6 +72,9 @@ class RuntimeHandle:
         self.version: RuntimeVersion | None = None
         self._client: CriClient | None = None
         self._connected = trio.Event()
+        # Go: runtimeState's network error, from the latest Status answer (kept while the
+        # runtime does not answer); while it is set only hostNetwork pods are set up.
+        self.network_error: str | None = NETWORK_STATE_UNKNOWN
 
     @property
     def client(self) -> CriClient:
@@ -92,6 +100,12 @@ class RuntimeHandle:
     def attach(self, client: CriClient, version: RuntimeVersion) -> None:
         self._client, self.version = client, version
         self._connected.set()
+
+    def observe_network(self, status: RuntimeStatus) -> None:
+        network = status.condition("NetworkReady")
+        self.network_error = runtime_network_error(
+            network.status if network else None, network.reason if network else "", network.message if network else ""
+        )
 
     def detach(self) -> None:
         self._client = None  # the version stays: it names the last runtime seen
@@ -119,11 +133,11 @@ def runtime_link_actor(
     async def run(ctx: ActorContext) -> None:
         health.register(CHECK, f"not yet connected to {settings.endpoint}")
         link = _Link(settings, health, metrics, handle)
-        delay = settings.reconnect_initial
+        backoff = ExponentialBackoff(settings.reconnect_initial, settings.reconnect_max)
         while True:
-            connected = await link.session(ctx)
-            delay = settings.reconnect_initial if connected else min(delay * 2, settings.reconnect_max)
-            await trio.sleep(delay)
+            if await link.session(ctx):
+                backoff.reset()  # it was connected: the first retry after a loss comes soon
+            await trio.sleep(backoff.next_delay())
 
     return run
 
@@ -157,11 +171,14 @@ class _Link:
             self.metrics.info.labels(
                 version.runtime_name, version.runtime_version, version.runtime_api_version
             ).set(1)
+            # The first Status before attaching: pod workers start syncing once the handle
+            # is connected, and they read the network's state (Go: the sync loop waits
+            # for the first updateRuntimeUp).
+            self._observe(version, await client.status())
             self.handle.attach(client, version)
             while True:
-                ready, detail = describe(endpoint, version, await client.status())
-                self._report(ready, detail)
                 await trio.sleep(self.settings.status_period)
+                self._observe(version, await client.status())
         except CriError as exc:
             self._report(False, str(exc))
             return version is not None
@@ -169,6 +186,17 @@ class _Link:
             self.handle.detach()
             with ctx.shutdown_scope():
                 await client.close()
+
+    def _observe(self, version: RuntimeVersion, status: RuntimeStatus) -> None:
+        before = self.handle.network_error
+        self.handle.observe_network(status)
+        after = self.handle.network_error
+        if after != before:  # one line per change, as for the runtime itself
+            if after is None and before != NETWORK_STATE_UNKNOWN:
+                log.info("container runtime network ready", extra={"endpoint": self.settings.endpoint})
+            elif after is not None:
+                log.warning("%s", after, extra={"endpoint": self.settings.endpoint})
+        self._report(*describe(self.settings.endpoint, version, status))
 
     def _report(self, ready: bool, detail: str) -> None:
         self.health.report(CHECK, ready, detail)

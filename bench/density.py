@@ -20,7 +20,11 @@ estimated from the kubelet_pleg_relist_duration_seconds histogram gathered durin
 window (Prometheus histogram_quantile interpolation inside Go's default buckets, so never
 finer than a bucket: 5, 10, 25, 50, 100 ms ...), with its exact mean from _sum/_count.
 Nothing but /proc is read during a window; /metrics is scraped just before and after it.
-Targets from the issue: RSS <= 100 MB, CPU <= 3 % with the pods steady.
+After each window, GET /pods and GET /debug/actors are timed over the admin socket
+(--requests each, one after the other; p50 and max), idle against steady.
+Targets from the issue: RSS <= --rss-target-mb (100; 200 at 500 pods, 60 at 110 at rest),
+CPU <= --cpu-target (3 % of a core; 1 % at 110 at rest) with the pods steady; at 500 pods
+PLEG relist p99 <= 100 ms and /pods and /debug/actors in <= 100 ms.
 
 --config-line "key: value" (repeatable) appends that line to the KubeletConfiguration file
 the daemon is started with (e.g. "enableServer: false" to measure the daemon without its
@@ -54,6 +58,7 @@ from _support import (  # noqa: E402
 RELIST = "kubelet_pleg_relist_duration_seconds"
 RELIST_INTERVAL = "kubelet_pleg_relist_interval_seconds"
 MB = 1024 * 1024
+ENDPOINTS = ("/pods", "/debug/actors")
 
 
 @dataclass
@@ -102,6 +107,19 @@ def watch(daemon: BenchDaemon, seconds: float) -> Window:
     )
 
 
+def request_seconds(daemon: BenchDaemon, path: str, count: int) -> list[float]:
+    """Seconds each of `count` GETs of `path` took, one after the other."""
+    assert daemon.client is not None
+    seconds = []
+    for _ in range(count):
+        asked = time.perf_counter()
+        response = daemon.client.get(path)
+        seconds.append(time.perf_counter() - asked)
+        if response.status_code != 200:
+            raise RuntimeError(f"GET {path}: {response.status_code}")
+    return seconds
+
+
 def start_pods(daemon: BenchDaemon, count: int, timeout: float) -> float:
     """Write the manifests; seconds until /pods shows every pod Running."""
     assert daemon.client is not None
@@ -125,7 +143,8 @@ def running_count(daemon: BenchDaemon) -> int:
     return sum(pod.get("status", {}).get("phase") == "Running" for pod in daemon.client.pods().values())
 
 
-def report(pods: int, idle: Window, steady: Window, start_seconds: float, still_running: int) -> None:
+def report(pods: int, idle: Window, steady: Window, start_seconds: float, still_running: int,
+           requests: dict[str, tuple[list[float], list[float]]], rss_target_mb: float, cpu_target: float) -> None:
     def mb(value: float) -> str:
         return f"{value / MB:6.1f} MB"
 
@@ -153,9 +172,15 @@ def report(pods: int, idle: Window, steady: Window, start_seconds: float, still_
           f"over 2.5 s: idle {idle.late_intervals}/{idle.intervals}, steady {steady.late_intervals}/{steady.intervals}")
     print(f"  {pods} pods Running {start_seconds:.1f} s after their manifests were written; "
           f"{still_running}/{pods} still Running after the window")
+    for path, (idle_s, steady_s) in requests.items():
+        print(f"  GET {path:<14} p50 {milli(statistics.median(idle_s))} -> {milli(statistics.median(steady_s))}, "
+              f"max {milli(max(idle_s))} -> {milli(max(steady_s))} (idle -> steady, {len(steady_s)} requests)")
     rss, cpu = max(steady.rss), steady.cpu_percent
-    print(f"  target RSS <= 100 MB: max {rss / MB:.1f} MB, {met(rss <= 100 * MB)}")
-    print(f"  target CPU <= 3 %:    {cpu:.2f} %, {met(cpu <= 3.0)}")
+    print(f"  target RSS <= {rss_target_mb:g} MB: max {rss / MB:.1f} MB, {met(rss <= rss_target_mb * MB)}")
+    print(f"  target CPU <= {cpu_target:g} %:    {cpu:.2f} %, {met(cpu <= cpu_target)}")
+    print(f"  target PLEG relist p99 <= 100 ms: {steady.relist_p99 * 1000:.1f} ms, {met(steady.relist_p99 <= 0.1)}")
+    slowest = max(max(steady_s) for _, steady_s in requests.values())
+    print(f"  target /pods and /debug/actors <= 100 ms: slowest {slowest * 1000:.1f} ms, {met(slowest <= 0.1)}")
 
 
 def main() -> None:
@@ -164,6 +189,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="length of each window (default 60)")
     parser.add_argument("--max-pods", type=int, default=110)
     parser.add_argument("--settle", type=float, default=10.0, help="seconds before each window (default 10)")
+    parser.add_argument("--requests", type=int, default=20, help="GETs of /pods and of /debug/actors timed after each window")
+    parser.add_argument("--rss-target-mb", type=float, default=100.0)
+    parser.add_argument("--cpu-target", type=float, default=3.0, help="% of one core")
     parser.add_argument("--keep-log", type=Path, help="copy the daemon's log here at the end")
     parser.add_argument("--config-line", action="append", default=[], metavar="'KEY: VALUE'",
                         help="append this line to the daemon's KubeletConfiguration (repeatable)")
@@ -180,13 +208,15 @@ def main() -> None:
         time.sleep(args.settle)
         print("idle window ...", flush=True)
         idle = watch(daemon, args.seconds)
+        idle_requests = {path: request_seconds(daemon, path, args.requests) for path in ENDPOINTS}
         print(f"starting {args.pods} pods ...", flush=True)
         start_seconds = start_pods(daemon, args.pods, timeout=max(120.0, 3.0 * args.pods))
         time.sleep(args.settle)
         print("steady window ...", flush=True)
         steady = watch(daemon, args.seconds)
+        requests = {path: (idle_requests[path], request_seconds(daemon, path, args.requests)) for path in ENDPOINTS}
         still_running = running_count(daemon)
-        report(args.pods, idle, steady, start_seconds, still_running)
+        report(args.pods, idle, steady, start_seconds, still_running, requests, args.rss_target_mb, args.cpu_target)
         print("cleaning up (containerd removes every sandbox) ...", flush=True)
 
 

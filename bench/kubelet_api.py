@@ -34,7 +34,6 @@ from pathlib import Path
 
 import httpx
 import trio
-import trio_asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import NODE, BenchDaemon, met, p50_p99, private_containerd, write_manifest  # noqa: E402
@@ -141,15 +140,14 @@ async def bench_exec(daemon, endpoint: str, rounds: int) -> None:
             await ws.channels()
 
     kubelet_times, direct_times = [], []
-    async with trio_asyncio.open_loop():
-        async with CriClient(endpoint) as cri:
-            for _ in range(rounds):
-                started = time.perf_counter()
-                await through_kubelet()
-                kubelet_times.append(time.perf_counter() - started)
-                started = time.perf_counter()
-                await direct(cri)
-                direct_times.append(time.perf_counter() - started)
+    async with CriClient(endpoint) as cri:
+        for _ in range(rounds):
+            started = time.perf_counter()
+            await through_kubelet()
+            kubelet_times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            await direct(cri)
+            direct_times.append(time.perf_counter() - started)
     k50, k99 = p50_p99(kubelet_times)
     d50, d99 = p50_p99(direct_times)
     ratio = k50 / d50

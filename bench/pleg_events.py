@@ -34,7 +34,6 @@ import uuid
 from pathlib import Path
 
 import trio
-import trio_asyncio
 from cri_api.v1 import api_pb2
 from prometheus_client import CollectorRegistry
 
@@ -151,16 +150,15 @@ async def offers_events(cri: CriClient) -> str | None:
 
 
 async def run_against(endpoint: str, image: str, args: argparse.Namespace) -> None:
-    async with trio_asyncio.open_loop():
-        async with CriClient(endpoint, request_timeout=30) as cri:
-            version = cri.runtime_version
-            print(f"{version.runtime_name} {version.runtime_version}: {args.samples} exits, "
-                  f"{args.concurrency} at a time, exit (finished_at) -> ContainerDied in the mailbox")
-            bench = Bench(cri, image)
-            refusal = await offers_events(cri)
-            if refusal is None:
-                evented, received = await bench.measure(True, args.samples, args.concurrency)
-            relisted, _ = await bench.measure(False, args.samples, args.concurrency)
+    async with CriClient(endpoint, request_timeout=30) as cri:
+        version = cri.runtime_version
+        print(f"{version.runtime_name} {version.runtime_version}: {args.samples} exits, "
+              f"{args.concurrency} at a time, exit (finished_at) -> ContainerDied in the mailbox")
+        bench = Bench(cri, image)
+        refusal = await offers_events(cri)
+        if refusal is None:
+            evented, received = await bench.measure(True, args.samples, args.concurrency)
+        relisted, _ = await bench.measure(False, args.samples, args.concurrency)
     line, relist_p50, relist_p99 = figures(relisted)
     if refusal is not None:
         print(f"  no events ({refusal}): the PLEG relists every 1 s")

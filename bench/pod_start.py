@@ -1,7 +1,8 @@
 """Pod start latency: pykubelet against the raw CRI sequence, on one private containerd.
 
     python bench/pod_start.py [--small-rounds 5] [--large-rounds 2] [--large 30] [--poll-ms 10]
-                              [--large-poll-ms 20]
+                              [--large-poll-ms 20] [--max-pods 110]
+    python bench/pod_start.py --large 500 --max-pods 500 --large-poll-ms 500 --large-rounds 1
 
 Needs root, containerd, runc, busybox-static and gcc (as the integration tests); starts its
 own private containerd and daemon under /tmp and ends both, whatever happens.
@@ -76,8 +77,6 @@ from _support import (  # noqa: E402
 )
 
 import trio  # noqa: E402
-import trio_asyncio  # noqa: E402
-
 from cri_api.v1 import api_pb2  # noqa: E402
 
 from pykubelet.pods.labels import MANAGED_LABEL, POD_UID_LABEL  # noqa: E402
@@ -85,9 +84,13 @@ from pykubelet.pods.manifest import decode_manifests  # noqa: E402
 from pykubelet.pods.runtime_config import container_config, sandbox_config  # noqa: E402
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 
-from pykubelet.ports.cri import CriClient, RuntimeOperationMetrics  # noqa: E402
+from pykubelet.ports.cri import CriClient, CriError, RuntimeOperationMetrics  # noqa: E402
 
-ROUND_TIMEOUT = 120.0
+ROUND_TIMEOUT = 120.0  # at least; two seconds a pod for large N (500 pods start in ~3 min here)
+
+
+def round_timeout(pods: int) -> float:
+    return max(ROUND_TIMEOUT, 2.0 * pods)
 SCAN_PERIOD = 1.0  # the file source's stat scan
 CRI_OPERATIONS = "kubelet_runtime_operations_duration_seconds"
 
@@ -125,7 +128,8 @@ def kubelet_round(daemon: BenchDaemon, names: list[str], poll: float) -> Kubelet
         pods.append(KubeletPod(name, time.perf_counter(), wall()))
     result = KubeletRound(pods)
     waiting = {pod.name: pod for pod in pods}
-    deadline = time.perf_counter() + ROUND_TIMEOUT
+    timeout = round_timeout(len(names))
+    deadline = time.perf_counter() + timeout
     next_poll = time.perf_counter()
     while waiting:
         asked = time.perf_counter()
@@ -146,7 +150,7 @@ def kubelet_round(daemon: BenchDaemon, names: list[str], poll: float) -> Kubelet
             elif phase in ("Failed", "Succeeded"):
                 raise RuntimeError(f"pod {name} is {phase}: {json.dumps(status.get('status'))}\n{daemon.log()[-4000:]}")
         if time.perf_counter() > deadline:
-            raise RuntimeError(f"pods {sorted(waiting)} not Running after {ROUND_TIMEOUT:g}s\n{daemon.log()[-4000:]}")
+            raise RuntimeError(f"pods {sorted(waiting)} not Running after {timeout:g}s\n{daemon.log()[-4000:]}")
         next_poll += poll
         time.sleep(max(0.0, next_poll - time.perf_counter()))
     result.cpu_seconds = cpu_seconds(daemon.pid) - cpu_before
@@ -174,10 +178,11 @@ def remove_kubelet_pods(daemon: BenchDaemon, names: list[str]) -> None:
     assert daemon.client is not None
     for name in names:
         (daemon.manifests / f"{name}.json").unlink()
-    deadline = time.perf_counter() + ROUND_TIMEOUT
+    timeout = round_timeout(len(names))
+    deadline = time.perf_counter() + timeout
     while set(names) & daemon.client.pods().keys():
         if time.perf_counter() > deadline:
-            raise RuntimeError(f"pods still in /pods {ROUND_TIMEOUT:g}s after their manifests went")
+            raise RuntimeError(f"pods still in /pods {timeout:g}s after their manifests went")
         time.sleep(0.1)
 
 
@@ -202,7 +207,7 @@ async def raw_round(
     to the end of the pod's status read after it), and the (seconds, calls) of each start
     operation."""
     registry = CollectorRegistry()
-    async with trio_asyncio.open_loop(), CriClient(
+    async with CriClient(
         endpoint, request_timeout=60, metrics=RuntimeOperationMetrics(registry)
     ) as cri:
         image = await cri.image_status(BUSYBOX_IMAGE)
@@ -263,9 +268,18 @@ async def _read_pod(cri: CriClient, uid: str) -> None:
 
 
 async def _remove_sandbox(cri: CriClient, sandbox_id: str) -> None:
-    # StopPodSandbox stops its containers; RemovePodSandbox removes them with it.
-    await cri.stop_pod_sandbox(sandbox_id)
-    await cri.remove_pod_sandbox(sandbox_id)
+    # StopPodSandbox stops its containers; RemovePodSandbox removes them with it. Under
+    # heavy load (500 pods on 2 cores) containerd may still hold a container "in starting
+    # state" after StartContainer returned, and refuse the removal: try again a few times.
+    for attempt in range(5):
+        await cri.stop_pod_sandbox(sandbox_id)
+        try:
+            await cri.remove_pod_sandbox(sandbox_id)
+            return
+        except CriError:
+            if attempt == 4:
+                raise
+            await trio.sleep(2.0)
 
 
 # -- where the time goes (daemon log) ------------------------------------------------
@@ -423,9 +437,14 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=30, help="the large N (default 30)")
     parser.add_argument("--poll-ms", type=float, default=10.0, help="/pods poll period for N=1 (default 10)")
     parser.add_argument("--large-poll-ms", type=float, default=20.0, help="/pods poll period for the large N (default 20)")
+    parser.add_argument("--max-pods", type=int, default=110, help="the daemon's --max-pods (default 110)")
     parser.add_argument("--keep-log", type=Path, help="copy the daemon's log here at the end")
     args = parser.parse_args()
-    with private_containerd() as containerd, running_daemon(containerd, keep_log=args.keep_log) as daemon:
+    if args.large > args.max_pods:
+        parser.error(f"--large {args.large} is more than --max-pods {args.max_pods}: the rest would be refused")
+    with private_containerd() as containerd, running_daemon(
+        containerd, f"--max-pods={args.max_pods}", keep_log=args.keep_log
+    ) as daemon:
         print(f"pod start, busybox host-network pods on a private containerd, /pods polled every "
               f"{args.poll_ms:g} ms (N=1) and {args.large_poll_ms:g} ms (N={args.large}); daemon pid {daemon.pid}",
               flush=True)

@@ -92,7 +92,6 @@ from _support import (  # noqa: E402
 
 import httpx  # noqa: E402
 import trio  # noqa: E402
-import trio_asyncio  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from pykubelet.ports.cri import CriClient, CriError, RuntimeOperationMetrics  # noqa: E402
@@ -286,8 +285,7 @@ def _trio_at(perf: float) -> float:
 
 
 async def _watch_in_loop(daemon: BenchDaemon, containerd, targets: list[Target], seconds: float) -> Window:
-    async with trio_asyncio.open_loop():
-        return await watch(daemon, containerd, targets, seconds)
+    return await watch(daemon, containerd, targets, seconds)
 
 
 def run_window(daemon: BenchDaemon, containerd, targets: list[Target], seconds: float) -> Window:

@@ -42,6 +42,8 @@ from pykubelet.messages.config import (
 )
 from pykubelet.pods.kubelet_auth import standalone_auth, validate_auth
 
+from .logs import parse_vmodule
+
 EXIT_CONFIGURATION_ERROR = 2
 
 
@@ -103,6 +105,10 @@ def _parse_int32(raw: str) -> int:
 
 def _parse_verbosity(raw: str) -> int:
     return _parse_int(raw, 0, 2**31 - 1)
+
+
+def _parse_vmodule(raw: str) -> list[VModuleItem]:
+    return [VModuleItem(file_pattern=pattern, verbosity=level) for pattern, level in parse_vmodule(raw)]
 
 
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -204,6 +210,9 @@ _FLAGS = (
           "where the self-signed serving certificate is kept (default <root-dir>/pki)"),
     _Flag("enable-fault-injection", "flags.enable_fault_injection", _parse_bool, "BOOL",
           "allow POST /debug/actors/{path}/crash on the admin socket (default false)", boolean=True),
+    _Flag("runonce", "flags.run_once", _parse_bool, "BOOL",
+          "run the static pods of --pod-manifest-path/--manifest-url once, wait for them and exit "
+          "(0: every pod running or succeeded); not with --kubeconfig", boolean=True),
     # KubeletConfiguration fields, by Go name.
     _Flag("container-runtime-endpoint", "config.containerRuntimeEndpoint", _parse_string, "ENDPOINT",
           f"CRI socket (unix://...) or 'embedded' (default {DEFAULT_RUNTIME_ENDPOINT})"),
@@ -260,7 +269,11 @@ _FLAGS = (
     _Flag("logging-format", "config.logging.format", _parse_string, "FORMAT",
           "text or json (default text)"),
     _Flag("v", "config.logging.verbosity", _parse_verbosity, "N",
-          "log verbosity: 0 shows info and above, 4 and more debug (default 0)"),
+          "log verbosity: V(N) lines and below are shown; 0 info only, 2 pod changes, 4 detail, "
+          "6 API requests, 10 everything (default 0)"),
+    _Flag("vmodule", "config.logging.vmodule", _parse_vmodule, "PATTERN=N,...",
+          "verbosity per source file, as klog: PATTERN is a file's base name without .py, or a "
+          "glob of it (pleg=4,sync_*=2); the first match wins; text format only"),
 )  # fmt: skip
 _FLAGS_BY_NAME = {flag.name: flag for flag in _FLAGS}
 _BOOLEAN_FLAGS = {flag.name for flag in _FLAGS if flag.boolean}
@@ -362,7 +375,10 @@ def read_config_file(path: str) -> ConfigFile:
             raise ConfigurationError(f'{where}: field "{field}": {_quote(document[field])} is not '
                                      f"supported; set {field}: {expected}")  # fmt: skip
     warnings = []
-    ignored = sorted(name for name in document if name in GO_ONLY_FIELDS)
+    ignored = sorted(name for name in document if name in GO_ONLY_FIELDS and name != "runOnce")
+    if "runOnce" in document:
+        warnings.append(f"{where}: ignoring field runOnce: pass --runonce on the command line to run "
+                        "the static pods once (the Go kubelet refuses the field since it removed --runonce)")  # fmt: skip
     if ignored:
         warnings.append(f"{where}: ignoring fields of the Go kubelet that pykubelet does not "
                         f"implement: {', '.join(ignored)}")  # fmt: skip
@@ -545,8 +561,6 @@ def _logging_not_applied(config: KubeletConfiguration) -> list[str]:
     warnings = []
     if logging.flush_frequency != blank.flush_frequency:
         warnings.append("logging.flushFrequency is not used: pykubelet writes each log line at once")
-    if logging.vmodule:
-        warnings.append("logging.vmodule is not applied: the verbosity (-v) is the same for every file")
     if logging.options:
         warnings.append("logging.options is not applied: the text and json formats take no options")
     return warnings

@@ -1,11 +1,13 @@
 """`pykubelet run`: read the configuration, then run the actor tree until SIGTERM/SIGINT.
 
 Exit codes: 0 after a signal (the tree stopped in order; containers keep running),
-1 when the root supervisor gave up, 2 for a configuration error.
+1 when the root supervisor gave up, 2 for a configuration error. --runonce (cli/runonce.py)
+exits with its pods' result instead.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -33,6 +35,7 @@ from pykubelet.embedded_runtime.launcher import endpoint as embedded_endpoint
 from pykubelet.embedded_runtime.launcher import ensure_running as ensure_embedded_runtime
 from pykubelet.messages.config import EMBEDDED_RUNTIME, enc_hook, parse_byte_quantity
 from pykubelet.ports.apiserver import KubeconfigError, load_kubeconfig
+from pykubelet.ports.systemd_notify import NotifySocket
 from pykubelet.ports.serving_cert import ServingCertError, TlsSettings, server_context
 from pykubelet.supervisor import RestartIntensityExceeded
 
@@ -42,7 +45,8 @@ from .config import (
     exit_on_configuration_error,
     prepare_root_dir,
 )
-from .logs import configure_logging
+from . import runonce, systemd
+from .logs import configure_daemon_logging
 from .resources import (
     NodeBudget,
     container_manager_settings,
@@ -68,15 +72,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         loaded = build_configuration(args[1:])
-        configure_logging(loaded.config.logging.format, loaded.config.logging.verbosity)
+        configure_daemon_logging(loaded.config.logging)
+        expected = runonce.prepare(loaded) if loaded.flags.run_once else None  # before anything starts
         prepare_root_dir(loaded.flags.root_dir)
         for warning in loaded.warnings:
             log.warning("%s", warning)
+        # Read before anything starts: a bad $WATCHDOG_USEC is a configuration error.
+        notify, watchdog = systemd.notifier_socket() if expected is None else (None, None)
         settings = daemon_settings(loaded.flags, loaded.config, loaded.explicit)
         containers = start_container_manager(settings.containers) if settings.containers is not None else None
     except ConfigurationError as error:
         exit_on_configuration_error(error)
-    return trio.run(serve, settings, containers)
+    if expected is not None:
+        run_once = functools.partial(runonce.run_once, expected=expected)
+        return trio.run(run_once, runonce.runonce_settings(settings), containers)
+    return trio.run(functools.partial(serve, notify=notify, watchdog=watchdog), settings, containers)
 
 
 def daemon_settings(flags, config, explicit: frozenset[str] = frozenset()) -> DaemonSettings:
@@ -250,8 +260,11 @@ def _socket_exists(endpoint: str) -> bool:
     return os.path.exists(endpoint.removeprefix("unix://"))
 
 
-async def serve(settings: DaemonSettings, containers: ContainerManager | None = None) -> int:
-    """Run the daemon; return its exit code."""
+async def serve(
+    settings: DaemonSettings, containers: ContainerManager | None = None, *,
+    notify: NotifySocket | None = None, watchdog: float | None = None,
+) -> int:
+    """Run the daemon; return its exit code. `notify`: systemd's socket (cli/systemd.py)."""
     daemon = Daemon(settings, containers=containers)
     log.info(
         "pykubelet %s starting",
@@ -260,24 +273,37 @@ async def serve(settings: DaemonSettings, containers: ContainerManager | None = 
     )
     gave_up: RestartIntensityExceeded | None = None
     stop = trio.CancelScope()
+    notifier, tree_started = None, systemd.TreeStarted()
+    if notify is not None:
+        notifier = systemd.ServiceNotifier(
+            notify, root=daemon.root, health=daemon.health, statuses=daemon.statuses,
+            runtime_answered=daemon.runtime.wait_connected, watchdog=watchdog,
+        )
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_stop_on_signal, signals, stop)
+            nursery.start_soon(_stop_on_signal, signals, stop, notifier)
+            if notifier is not None:
+                nursery.start_soon(notifier.run, tree_started)
             with stop:
                 try:
-                    await daemon.run()
+                    await daemon.run(task_status=tree_started)
                 except RestartIntensityExceeded as exc:
                     gave_up = exc
             nursery.cancel_scope.cancel()
     if gave_up is not None:
         log.critical("stopping: %s", gave_up)
+        if notifier is not None:
+            notifier.failed(f"the root supervisor gave up: {gave_up}")
         return 1
     log.info("stopped; containers keep running in the runtime")
     return 0
 
 
-async def _stop_on_signal(signals, stop: trio.CancelScope) -> None:
+async def _stop_on_signal(signals, stop: trio.CancelScope, notifier: systemd.ServiceNotifier | None = None) -> None:
     async for signum in signals:
-        log.info("received %s: stopping the actor tree in order", signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        log.info("received %s: stopping the actor tree in order", name)
+        if notifier is not None:
+            notifier.stopping(f"received {name}")
         stop.cancel()
         return

@@ -440,6 +440,7 @@ def validate_kubelet_configuration(config: KubeletConfiguration) -> list[tuple[s
           "maxParallelImagePulls", "must be 1 while serializeImagePulls is true")  # fmt: skip
     check(config.logging.format in LOGGING_FORMATS, "logging.format",
           f"{_quote(config.logging.format)} is not a logging format: use text or json")  # fmt: skip
+    problems.extend(_vmodule_problems(config.logging))
     try:
         parse_byte_quantity(config.container_log_max_size)
     except ValueError as error:
@@ -458,6 +459,20 @@ def validate_kubelet_configuration(config: KubeletConfiguration) -> list[tuple[s
           "containerRuntimeEndpoint",
           f"{_quote(endpoint)} is not a runtime endpoint pykubelet can use: "
           f"give unix:///path/to/runtime.sock or {EMBEDDED_RUNTIME}")  # fmt: skip
+    return problems
+
+
+def _vmodule_problems(logging: LoggingConfiguration) -> list[tuple[str, str]]:
+    """Go's checks of logging.vmodule: text format only; patterns non-empty, without = or ,."""
+    problems = []
+    if logging.vmodule and logging.format not in ("", "text"):
+        problems.append(("logging.vmodule", f"only supported for the text log format, not {_quote(logging.format)}"))
+    for index, item in enumerate(logging.vmodule):
+        if not item.file_pattern:
+            problems.append((f"logging.vmodule[{index}]", "file pattern must not be empty"))
+        elif any(c in item.file_pattern for c in "=,"):
+            problems.append((f"logging.vmodule[{index}]",
+                             f"{_quote(item.file_pattern)}: file pattern must not contain an equal sign or a comma"))
     return problems
 
 
@@ -557,4 +572,5 @@ class KubeletFlags(msgspec.Struct, kw_only=True, frozen=True):
     node_ip: tuple[str, ...] = ()  # --node-ip: one address, or one of each family
     node_labels: dict[str, str] = {}
     enable_fault_injection: bool = False  # pykubelet: allows POST /debug/actors/{path}/crash
+    run_once: bool = False  # --runonce: run the static pods once, exit with their result
     cert_dir: str = ""  # --cert-dir: where the self-signed serving certificate goes ("": <root-dir>/pki)

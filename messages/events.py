@@ -1,7 +1,7 @@
 """Kubernetes Events as the kubelet records them (core/v1 Event, the fields it sets).
 
-Recorded locally (a bounded ring, /events, pykubelet-inspect events); cluster mode will
-send the same objects to the API server.
+Recorded locally (a bounded ring, served at /events as an EventList, which
+pykubelet-inspect events decodes); cluster mode sends the same objects to the API server.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Literal
 
 import msgspec
 
-from .pod import ObjectMeta
+from .pod import ListMeta, ObjectMeta
 
 EventType = Literal["Normal", "Warning"]
 
@@ -44,3 +44,12 @@ class Event(msgspec.Struct, rename="camel", kw_only=True, frozen=True):
     first_timestamp: str = ""
     last_timestamp: str = ""
     source: EventSource = msgspec.field(default_factory=EventSource)
+
+
+class EventList(msgspec.Struct, rename="camel", kw_only=True, frozen=True):
+    """An EventList as the API serves one (/events: oldest first)."""
+
+    api_version: str = "v1"
+    kind: str = "EventList"
+    metadata: ListMeta = msgspec.field(default_factory=ListMeta)
+    items: list[Event] = []

@@ -1,6 +1,8 @@
-"""What the runtime holds for a pod, as the kubelet sees it (the Go kubelet's
-kubecontainer.PodStatus): read over CRI by the PLEG and the pod workers, decided on by
-compute_pod_actions and the status computation.
+"""What the runtime holds, as the kubelet sees it: a pod's full status (the Go kubelet's
+kubecontainer.PodStatus), read over CRI by the pod workers and decided on by
+compute_pod_actions and the status computation; and the PLEG's relist of every managed
+sandbox and container (Relist), which it shares as RuntimePods with the sync loop and the
+pod workers.
 
 Times are Unix seconds (float); CRI's nanoseconds are converted at the port.
 """
@@ -65,3 +67,29 @@ class PodRuntimeStatus(msgspec.Struct, kw_only=True, frozen=True):
     @property
     def ip(self) -> str:
         return self.sandboxes[0].ip if self.sandboxes else ""
+
+
+# --- the PLEG's relist: every managed sandbox and container, from two list calls ---------
+
+
+class RelistedContainer(msgspec.Struct, frozen=True):
+    id: str
+    pod_uid: str
+    name: str
+    state: str
+
+
+class RelistedSandbox(msgspec.Struct, frozen=True):
+    id: str
+    pod_uid: str
+    name: str
+    namespace: str
+    ready: bool
+
+
+class Relist(msgspec.Struct, frozen=True):
+    sandboxes: list[RelistedSandbox]
+    containers: list[RelistedContainer]
+
+    def pod_uids(self) -> set[str]:
+        return {s.pod_uid for s in self.sandboxes} | {c.pod_uid for c in self.containers}

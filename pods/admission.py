@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pykubelet.messages.pod import NodeSelectorRequirement, NodeSelectorTerm, Pod, PodCondition
@@ -61,10 +61,12 @@ def admit(
     node_labels: Mapping[str, str],
     allocatable: Mapping[str, int],
     running_pods: Iterable[Pod],
+    requests_of: Callable[[Pod], Mapping[str, int]] = pod_requests,
 ) -> Admission:
     """Whether `pod` may run here next to `running_pods` (the pods already admitted and
     not terminated). allocatable: {"cpu": millicores, "memory": bytes, "pods": count}
-    (see node_allocatable); a resource missing from it is not checked."""
+    (see node_allocatable); a resource missing from it is not checked. requests_of: the
+    running pods' pod_requests, which a caller admitting many pods may keep per pod."""
     # Checks that no eviction could help come first, as in Go.
     if pod.metadata.labels.get("kubernetes.io/os", NODE_OS) != NODE_OS:
         return Admission(False, POD_OS_SELECTOR_NODE_LABEL_DOES_NOT_MATCH, POD_OS_SELECTOR_MESSAGE)
@@ -81,7 +83,7 @@ def admit(
     if wanted.get("cpu") or wanted.get("memory"):
         used = {"cpu": 0, "memory": 0}
         for other in others:
-            requests = pod_requests(other)
+            requests = requests_of(other)
             used["cpu"] += requests.get("cpu", 0)
             used["memory"] += requests.get("memory", 0)
         for resource in ("cpu", "memory"):

@@ -1,17 +1,19 @@
-"""Per-key exponential back-off, the Go kubelet's flowcontrol.Backoff: CrashLoopBackOff
-for restarting containers and ImagePullBackOff for image pulls (two instances).
+"""The one back-off of the kubelet: `ExponentialBackoff`, the delays of one retry loop
+(Go's wait.Backoff), which every actor that retries sleeps by; and `CrashLoopBackOff`, a
+map of them per key with Go's flowcontrol.Backoff rules (CrashLoopBackOff, ImagePullBackOff).
 
-Pure bookkeeping on an injected clock; the pod workers ask it before starting a
-container or pulling an image. The clock must share a time base with the times passed
-in: container finish times from the runtime are Unix seconds, so a crash-loop instance
-fed with those needs a wall clock (time.time), not trio's monotonic current_time.
+Pure bookkeeping: the actors sleep, this only says how long. CrashLoopBackOff runs on an
+injected clock that must share a time base with the times passed in: container finish
+times from the runtime are Unix seconds, so it needs a wall clock (time.time) there.
 """
 
 from __future__ import annotations
 
+import math
+import random as _random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pykubelet.messages.pod import Container, Pod
 
@@ -20,17 +22,67 @@ from .labels import container_hash
 INITIAL_DELAY = 10.0  # Go: backOffPeriod
 MAX_DELAY = 300.0  # Go: MaxContainerBackOff (and the image pull back-off's maximum)
 
+# A list+watch loop (the api source, the ConfigMap/Secret/Service watches): client-go's
+# reflector backs off 0.8 s doubling to 30 s with jitter 1.0; here from 0.5 s, jitter 0.5.
+WATCH_BACKOFF_INITIAL = 0.5
+WATCH_BACKOFF_MAX = 30.0
+WATCH_BACKOFF_JITTER = 0.5
+
+
+@dataclass
+class ExponentialBackoff:
+    """The delays of one retry loop: `initial`, times `factor` after each one up to
+    `maximum`, each stretched by up to `jitter` of itself (Go's wait.Jitter: d + r*jitter*d,
+    r from `random` in [0, 1); the cap bounds the base, so a jittered delay may pass it, as
+    Go's). `reset()` after a success starts over at `initial`."""
+
+    initial: float
+    maximum: float
+    factor: float = 2.0
+    jitter: float = 0.0
+    random: Callable[[], float] = field(default=_random.random, repr=False, compare=False)
+    _base: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.initial <= self.maximum or self.factor < 1 or not 0 <= self.jitter < math.inf:
+            raise ValueError(
+                f"back-off initial={self.initial:g} maximum={self.maximum:g} factor={self.factor:g} "
+                f"jitter={self.jitter:g}: needs 0 < initial <= maximum, factor >= 1, jitter >= 0"
+            )
+        self._base = self.initial
+
+    def next_delay(self) -> float:
+        """The delay to wait now; the one after it grows by `factor` (Go: Backoff.Step)."""
+        delay, self._base = self._base, min(self._base * self.factor, self.maximum)
+        return delay * (1 + self.jitter * self.random()) if self.jitter else delay
+
+    def reset(self) -> None:
+        """Start over at `initial` (the retried call worked)."""
+        self._base = self.initial
+
+
+def watch_backoff(
+    initial: float = WATCH_BACKOFF_INITIAL,
+    maximum: float = WATCH_BACKOFF_MAX,
+    random: Callable[[], float] = _random.random,
+) -> ExponentialBackoff:
+    """The back-off of a list+watch loop after an error (jittered, as client-go's reflector,
+    so that the node's watches do not all come back in the same instant)."""
+    return ExponentialBackoff(initial, maximum, jitter=WATCH_BACKOFF_JITTER, random=random)
+
 
 @dataclass
 class _Entry:
+    steps: ExponentialBackoff
     delay: float
     last_update: float
 
 
 class CrashLoopBackOff:
-    """Delays that start at `initial`, double on each `next` up to `maximum`, and start
-    over once an entry has gone 2 x maximum (600 s) without an update — the "reset after
-    ten minutes of running" of a crash-looping container."""
+    """An ExponentialBackoff per key (no jitter, as Go's kubelet): `initial` doubling on
+    each `next` up to `maximum`, starting over once an entry has gone 2 x maximum (600 s)
+    without an update — the "reset after ten minutes of running" of a crash-looping
+    container."""
 
     def __init__(
         self,
@@ -56,9 +108,8 @@ class CrashLoopBackOff:
         """Record a new attempt at time `at`: first delay, or double the last (Go: Next)."""
         entry = self._entries.get(key)
         if entry is None or self._expired(at, entry):
-            entry = self._entries[key] = _Entry(delay=self.initial, last_update=0.0)
-        else:
-            entry.delay = min(entry.delay * 2, self.maximum)
+            entry = self._entries[key] = _Entry(ExponentialBackoff(self.initial, self.maximum), 0.0, 0.0)
+        entry.delay = entry.steps.next_delay()
         entry.last_update = self._clock()
 
     def in_backoff(self, key: str, since: float) -> bool:

@@ -344,5 +344,14 @@ def qos_cgroup_cpu_shares(pods: Iterable[Pod]) -> dict[str, int]:
     """cpu.shares of the QoS cgroups (Go's setCPUCgroupConfig): burstable gets the shares
     of all Burstable pods' cpu requests summed (not of their shares summed), so the tier
     competes with Guaranteed pods by what it asked for; besteffort always gets 2."""
-    burstable = sum(pod_requests(pod).get("cpu", 0) for pod in pods if qos_class(pod) == "Burstable")
-    return {"burstable": milli_cpu_to_shares(burstable), "besteffort": MIN_SHARES}
+    return qos_cgroup_cpu_shares_of(sum(burstable_cpu_request(pod) for pod in pods))
+
+
+def burstable_cpu_request(pod: Pod) -> int:
+    """What the pod adds to the burstable tier's cpu requests, in millicores (0 unless Burstable)."""
+    return pod_requests(pod).get("cpu", 0) if qos_class(pod) == "Burstable" else 0
+
+
+def qos_cgroup_cpu_shares_of(burstable_milli_cpu: int) -> dict[str, int]:
+    """qos_cgroup_cpu_shares from the Burstable pods' cpu requests already summed."""
+    return {"burstable": milli_cpu_to_shares(burstable_milli_cpu), "besteffort": MIN_SHARES}

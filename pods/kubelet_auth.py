@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from pykubelet.messages.config import (
     AUTHORIZATION_MODES,
     KubeletConfiguration,
 )
+from pykubelet.pods.backoff import ExponentialBackoff
 
 ANONYMOUS_USER = "system:anonymous"
 UNAUTHENTICATED_GROUP = "system:unauthenticated"
@@ -335,10 +337,11 @@ def should_retry(status: int | None, reason: str, retry_after: float | None, con
             or retry_after is not None)  # fmt: skip
 
 
-def webhook_backoff(attempt: int, jitter: float) -> float:
-    """Seconds to wait after failed attempt `attempt` (0-based); jitter in [0, 1)."""
-    base = WEBHOOK_BACKOFF_INITIAL * WEBHOOK_BACKOFF_FACTOR**attempt
-    return base * (1 + WEBHOOK_BACKOFF_JITTER * jitter)
+def webhook_backoff(jitter_source: Callable[[], float]) -> ExponentialBackoff:
+    """The waits between the attempts of one review; `jitter_source` draws in [0, 1). No
+    cap: WEBHOOK_ATTEMPTS bounds them (Go: Steps)."""
+    return ExponentialBackoff(WEBHOOK_BACKOFF_INITIAL, math.inf, factor=WEBHOOK_BACKOFF_FACTOR,
+                              jitter=WEBHOOK_BACKOFF_JITTER, random=jitter_source)
 
 
 # --- the configuration ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The node Lease in kube-node-lease: the kubelet's cheap heartbeat (Go: pkg/kubelet/nodelease
 and component-helpers' lease controller). What the Lease object holds, how it is renewed,
-how often, and the back-off while the API server fails.
+how often, and the bounds of the back-off while the API server fails.
 
 Pure: actors/node_lease.py does the GET, POST and PUT.
 """
@@ -8,7 +8,7 @@ Pure: actors/node_lease.py does the GET, POST and PUT.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -16,6 +16,8 @@ NAMESPACE = "kube-node-lease"
 RENEW_INTERVAL_FRACTION = 0.25  # Go: NodeLeaseRenewIntervalFraction
 DEFAULT_DURATION = 40  # seconds; KubeletConfiguration nodeLeaseDurationSeconds
 MAX_UPDATE_RETRIES = 5  # Go: maxUpdateRetries, immediate tries per renewal
+# The waits between failed attempts to get or create the Lease (pods/backoff.py's
+# ExponentialBackoff, no jitter, as Go's backoffEnsureLease).
 BACKOFF_INITIAL = 0.2  # Go starts at 100ms and doubles before the first sleep
 BACKOFF_MAX = 7.0  # Go: maxBackoff
 
@@ -76,9 +78,3 @@ def renewed_lease(base: Mapping[str, Any], *, now: float, node_name: str, node_u
     return lease
 
 
-def backoff_delays(initial: float = BACKOFF_INITIAL, maximum: float = BACKOFF_MAX) -> Iterator[float]:
-    """The waits between failed attempts to get or create the lease: 0.2 s doubling to 7 s."""
-    delay = initial
-    while True:
-        yield min(delay, maximum)
-        delay = min(delay * 2, maximum)

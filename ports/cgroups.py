@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import signal
 import time
 from dataclasses import dataclass, field
 
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.stats_summary import UNLIMITED_MEMORY
 from pykubelet.ports.node_stats import (
     MEMORY_STAT_KEYS,
@@ -302,11 +304,10 @@ class CgroupManager:
             raise CgroupError(path, self._all_folders(path)[0], "refusing to destroy the root cgroup")
         self._kill_processes(path)
         remaining = self._all_folders(path)
-        delay, last_error = _REMOVE_FIRST_DELAY, ""
+        backoff, last_error = ExponentialBackoff(_REMOVE_FIRST_DELAY, math.inf), ""  # _REMOVE_TRIES bounds it
         for attempt in range(_REMOVE_TRIES):
             if attempt:
-                time.sleep(delay)
-                delay *= 2
+                time.sleep(backoff.next_delay())
             for folder in list(remaining):
                 try:
                     _remove_tree(folder)

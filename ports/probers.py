@@ -1,5 +1,5 @@
 """The probe handlers: exec (CRI ExecSync), httpGet (httpx), tcpSocket (trio), grpc (the
-grpc.health.v1 protocol over grpc.aio on trio-asyncio).
+grpc.health.v1 protocol over grpc.aio on the process's grpc loop).
 
 Each returns (outcome, message) within the probe's timeout, as Go's pkg/probe does:
 "success" or "failure" (with why), or "unknown" when the probe could not be run at all
@@ -19,11 +19,11 @@ from collections.abc import Awaitable, Callable, Sequence
 import grpc
 import httpx
 import trio
-import trio_asyncio
 
 from pykubelet.messages.pod import Container, ExecAction, GRPCAction, HTTPGetAction, TCPSocketAction
 from pykubelet.messages.probes import ProbeOutcome
 from pykubelet.pods.probes import InvalidProbe, ResolvedProbe, resolve_port
+from pykubelet.ports import grpc_loop
 from pykubelet.ports.cri import CommandTimedOut, CriClient, CriError
 from pykubelet.ports.http_get import HttpAnswer, HttpGetError, http_get
 
@@ -198,9 +198,8 @@ def _first_strerror(error: BaseException | None) -> str | None:
 
 
 # -- grpc --------------------------------------------------------------------------------------
-# grpc.aio on the asyncio loop trio-asyncio runs (the daemon opens it around the tree, and the
-# CRI port uses it already): a trio cancellation cancels the call, and no thread is held per
-# probe. The two messages are built by hand (HealthCheckRequest{string service = 1},
+# grpc.aio on the process's grpc loop (ports/grpc_loop.py, where the CRI port's calls run too):
+# a trio cancellation cancels the call, and no thread is held per probe. The two messages are built by hand (HealthCheckRequest{string service = 1},
 # HealthCheckResponse{ServingStatus status = 1}) to need no generated stubs.
 
 
@@ -258,11 +257,11 @@ def _read_varint(data: bytes, i: int) -> tuple[int, int]:
 async def probe_grpc(host: str, port: int, service: str, timeout: float) -> ProbeAnswer:
     """grpc.health.v1.Health/Check for the service: SERVING is success; anything else,
     including no connection within the timeout, is failure (as Go, mimicking
-    grpc_health_probe). Needs a running trio-asyncio loop."""
+    grpc_health_probe)."""
     address = ip_literal(host)
     if address is None:
         return _not_an_ip(f"grpc {_join(host, port)}", host)
-    return await trio_asyncio.aio_as_trio(_grpc_check)(address, port, service, timeout)
+    return await grpc_loop.run(_grpc_check, address, port, service, timeout)
 
 
 async def _grpc_check(address: str, port: int, service: str, timeout: float) -> ProbeAnswer:

@@ -9,7 +9,6 @@ in one loop that reads child exits and operator commands from one channel.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections import deque
@@ -146,7 +145,9 @@ class Supervisor:
         names = [spec.name for spec in self._specs]
         if len(set(names)) != len(names):
             raise ValueError(f"supervisor {self.path}: duplicate child names in {names}")
-        self._children: list[_Child] = []
+        # By name, in start order: has_child and lookups are asked per pod sync, so a scan
+        # would make each one cost as much as the pods the node runs.
+        self._children: dict[str, _Child] = {}
         self._restarts: deque[float] = deque()
         self._events_in, self._events = trio.open_memory_channel[Any](math.inf)
         self._nursery: trio.Nursery | None = None
@@ -168,7 +169,7 @@ class Supervisor:
                 # sibling that starts after it.
                 for spec in self._specs:
                     self._add(spec, dynamic=False)
-                for child in list(self._children):
+                for child in list(self._children.values()):
                     await self._start(child)
                 task_status.started(self)
                 await self._loop()
@@ -236,18 +237,18 @@ class Supervisor:
         child = _Child(spec=spec, record=record, dynamic=dynamic)
         if spec.mailbox is not None:
             record.mailbox = self.registry.open(record.path, spec.mailbox)
-        self._children.append(child)
+        self._children[spec.name] = child
         return child
 
     def _remove(self, child: _Child) -> None:
-        self._children.remove(child)
+        del self._children[child.spec.name]
         if child.spec.mailbox is not None:
             self.registry.close(child.record.path)
 
     def _find(self, name: str) -> _Child:
-        for child in self._children:
-            if child.spec.name == name:
-                return child
+        child = self._children.get(name)
+        if child is not None:
+            return child
         raise LookupError(f"{self.path} has no child named {name!r}")
 
     async def _start(self, child: _Child) -> None:
@@ -279,10 +280,8 @@ class Supervisor:
                 task_status.started()
                 try:
                     await child.spec.start(ctx)
-                # Let it crash: the supervisor decides what follows. asyncio's CancelledError
-                # (a BaseException) can leak out of the asyncio side of trio-asyncio: it is
-                # the actor's failure, not a cancellation of this scope.
-                except (Exception, asyncio.CancelledError) as exc:
+                # Let it crash: the supervisor decides what follows.
+                except Exception as exc:
                     error = exc
         finally:
             # Whatever escaped, the incarnation is over: a supervisor stopping it must not
@@ -311,7 +310,7 @@ class Supervisor:
         child.record.state = "stopped"
 
     async def _stop_all(self) -> None:
-        for child in reversed(self._children):
+        for child in reversed(list(self._children.values())):
             await self._stop(child)
 
     # -- exits and restarts --------------------------------------------------------
@@ -375,9 +374,9 @@ class Supervisor:
         if self.strategy == "one_for_one":
             return [child]
         if self.strategy == "one_for_all":
-            return list(self._children)
-        index = self._children.index(child)  # rest_for_one
-        return self._children[index:]
+            return list(self._children.values())
+        children = list(self._children.values())
+        return children[children.index(child):]  # rest_for_one
 
     async def _restart_after(self, delay: float, group: list[_Child]) -> None:
         await trio.sleep(delay)
@@ -386,7 +385,7 @@ class Supervisor:
     async def _on_restart_due(self, event: _RestartDue) -> None:
         for child in event.children:
             # A child stopped or removed meanwhile is no longer ours to restart.
-            if child.restart_pending and child in self._children:
+            if child.restart_pending and self._children.get(child.spec.name) is child:
                 child.record.restarts += 1
                 await self._start(child)
 
@@ -414,7 +413,7 @@ class Supervisor:
         """Add a dynamic child at the end of the start order and start it; its path."""
 
         async def action() -> str:
-            if any(c.spec.name == spec.name for c in self._children):
+            if spec.name in self._children:
                 raise SupervisorError(f"{self.path} already has a child named {spec.name!r}")
             child = self._add(spec, dynamic=True)
             await self._start(child)
@@ -460,6 +459,15 @@ class Supervisor:
 
         await self._call(action)
 
+    async def ping(self) -> None:
+        """Return once this supervisor's decision loop has taken a command: it does not while
+        the loop is stuck (a child that does not stop, say), which is what a watchdog asks."""
+
+        async def action() -> None:
+            return None
+
+        await self._call(action)
+
     # -- reading the tree ----------------------------------------------------------
 
     def locate(self, path: str) -> tuple[Supervisor, str]:
@@ -491,10 +499,10 @@ class Supervisor:
         return nested
 
     def has_child(self, name: str) -> bool:
-        return any(child.spec.name == name for child in self._children)
+        return name in self._children
 
     def snapshot(self) -> ActorSnapshot:
-        return self.record.snapshot(children=[self._snapshot_child(c) for c in self._children])
+        return self.record.snapshot(children=[self._snapshot_child(c) for c in self._children.values()])
 
     def _snapshot_child(self, child: _Child) -> ActorSnapshot:
         nested = child.incarnation.supervisor if child.incarnation else None

@@ -22,6 +22,7 @@ from pykubelet.pods.env import ContainerConfigError
 from pykubelet.pods.runtime_config import container_config
 from pykubelet.pods.security_context import SecurityContextError, image_user, run_as_non_root_error
 from pykubelet.ports.cri import CriError
+from pykubelet.supervisor.verbosity import V
 
 from . import termination_message
 from .container_setup import PodSetup, container_inputs, pod_facts, read_objects, write_hosts_file
@@ -100,7 +101,8 @@ class ContainerStarts:
             return self._start_failed(pod, name, "RunContainerError", exc, container_type)
         self.record(pod, name, "Normal", events.STARTED_CONTAINER, f"Started container {name}")
         deps.metrics.started_containers.labels(container_type).inc()
-        log.info(
+        log.log(
+            V(2),
             "container started",
             extra={**self.fields, "container": name, "container_id": container_id, "restart_count": restart_count},
         )

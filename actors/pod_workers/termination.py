@@ -20,6 +20,7 @@ from pykubelet.pods.manifest import CONFIG_SOURCE
 from pykubelet.ports.cgroups import CgroupError
 from pykubelet.ports.cri import CriError, CriNotFound
 from pykubelet.ports.cri.pods import read_pod_status
+from pykubelet.supervisor.verbosity import V
 
 from .hooks import HookFailed, ports_by_name, prestop_handler, run_hook
 
@@ -45,7 +46,8 @@ class PodTermination:
         grace = message.grace_period_seconds
         if grace is None:
             grace = self._grace_period(self.pod, runtime)
-        log.info(
+        log.log(
+            V(2),
             "terminating pod (%s), grace period %ds",
             message.reason or "removed",
             grace,

@@ -4,7 +4,8 @@ Each sync reads the pod's state from the runtime (unless the PLEG's view shows t
 holds nothing of the pod: see RuntimePods), asks compute_pod_actions what to do,
 does it over CRI, and publishes the pod's status. Messages arriving during a sync are
 coalesced: the newest spec wins, a TerminatePod sticks. A container in back-off makes the
-worker wake itself when the back-off ends.
+worker wake itself when the back-off ends; a pod that needs the pod network waits, tried
+again every second or so, while the runtime reports NetworkReady=false.
 """
 
 from __future__ import annotations
@@ -21,35 +22,32 @@ from cri_api.v1 import api_pb2
 
 from pykubelet.actors import events
 from pykubelet.actors.events import pod_reference
-from pykubelet.messages.pod import Pod, PodCondition, PodStatus
+from pykubelet.messages.pod import Pod, PodCondition
 from pykubelet.messages.pod_updates import EvictedPod, EvictPod, PodWorkerMessage, SyncPod, TerminatePod
-from pykubelet.messages.probes import ProbeTargets
 from pykubelet.messages.runtime import PodRuntimeStatus
 from pykubelet.pods.actions import PodActions, compute_pod_actions, probe_kill
 from pykubelet.pods.active_deadline import (
-    DEADLINE_EXCEEDED,
-    DEADLINE_EXCEEDED_MESSAGE,
     active_deadline_remaining,
     past_active_deadline,
     start_time_of,
 )
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.hosts_file import PodHostnameError
+from pykubelet.pods.network import network_not_ready
 from pykubelet.pods.runtime_config import sandbox_config
 from pykubelet.pods.security_context import SecurityContextError
-from pykubelet.pods.eviction import DISRUPTION_TARGET, TERMINATION_BY_KUBELET
-from pykubelet.pods.status import KubeletFailure, compute_pod_status, rfc3339
 from pykubelet.ports.cgroups import CgroupError
 from pykubelet.ports.cri import CriError
 from pykubelet.ports.cri.pods import read_created, read_pod_status
-from pykubelet.supervisor import ActorContext, MailboxFull, Registry, UnknownAddress
+from pykubelet.supervisor import ActorContext, Registry
 from pykubelet.actors.volumes.manager import MountFailed, VolumeManager
 
-from pykubelet.messages.pod_status_reports import PodStatusChanged
+from pykubelet.supervisor.verbosity import V
 
 from .deps import PodWorkerDeps
-from . import termination_message
 from .container_setup import ObjectsNotReady, PodSetup, SandboxConfigError, sandbox_dns
 from .container_start import ContainerStarts
+from .publishing import PodPublishing
 from .resize import PodResize, running_containers
 from .termination import PodTermination
 
@@ -57,7 +55,10 @@ log = logging.getLogger("pykubelet.podworker")
 
 RETRY_INITIAL, RETRY_MAX = 1.0, 10.0  # after a failed sync (runtime unavailable, ...)
 RESYNC_JITTER = 0.5
-MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX = 1.0, 30.0  # after a FailedMount
+RETRY_JITTER = 0.5  # Go: workerBackOffPeriodJitterFactor
+# After a FailedMount; not jittered, as Go's volume operations' own exponential back-off.
+MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX = 1.0, 30.0
+NETWORK_RETRY = 1.0  # while the pod network is not ready (Go: backOffOnTransientErrorPeriod)
 
 
 def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
@@ -80,10 +81,10 @@ def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
     return run
 
 
-class PodWorker(ContainerStarts, PodTermination, PodResize):
+class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
     """One pod's syncs: this module drives them (read, decide, act, publish); starting
     containers is in container_start.py, stopping them in termination.py, resizing them in
-    resize.py."""
+    resize.py, publishing the status in publishing.py."""
 
     def __init__(self, uid: str, pod: Pod | None, deps: PodWorkerDeps) -> None:
         self.uid = uid
@@ -100,7 +101,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
         self.setup: PodSetup | None = None  # this sync's objects, volumes and facts
         self.pod_ips: list[str] = []
         self.hosts_file: str | None = None
-        self.mount_retry = MOUNT_RETRY_INITIAL
+        self.mount_retry = ExponentialBackoff(MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX)
         self.deadline_reported = False
         self.volumes_released = False
         self.hosts_error: str | None = None  # why the pod's /etc/hosts could not be written
@@ -109,6 +110,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
         # container adopted after a kubelet restart is not in it and gets its spec's once.
         self.applied: dict[str, api_pb2.LinuxContainerResources] = {}
         self.resize_pending: PodCondition | None = None  # a resize that does not fit the node
+        self.network_held = False  # the last sync stopped at NetworkNotReady
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -122,7 +124,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
         assert ctx.mailbox is not None
         self.registry = ctx.registry
         wake_at = -math.inf if self.pod is not None else math.inf  # sync at once if we have a spec
-        retry = RETRY_INITIAL
+        retry = ExponentialBackoff(RETRY_INITIAL, RETRY_MAX, jitter=RETRY_JITTER)
         terminate: TerminatePod | None = None
         while True:
             with trio.move_on_at(wake_at):
@@ -137,16 +139,16 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
                     wake_at = math.inf
                     continue
                 wake_in = await self.sync()
-                retry = RETRY_INITIAL
+                retry.reset()
                 # Each worker resyncs on its own, with jitter, so that the pods of a node
                 # do not all sync in the same second (Go: workerResyncIntervalJitterFactor).
                 resync = self.deps.resync_period * (1 + RESYNC_JITTER * random.random())
                 wake_in = resync if wake_in is None else min(wake_in, resync)
             except CriError as exc:
-                log.warning("pod sync failed, retrying in %gs: %s", retry, exc, extra=self.fields)
+                wake_in = retry.next_delay()
+                log.warning("pod sync failed, retrying in %.3gs: %s", wake_in, exc, extra=self.fields)
                 if self.pod is not None and self.deps.statuses.get(self.uid) is None:
                     self._publish(self.pod, PodRuntimeStatus(uid=self.uid, name="", namespace=""))
-                wake_in, retry = retry, min(retry * 2, RETRY_MAX)
             wake_at = trio.current_time() + wake_in if wake_in is not None else math.inf
 
     def _take(self, message: PodWorkerMessage, terminate: TerminatePod | None) -> TerminatePod | None:
@@ -219,6 +221,12 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
 
     async def _perform(self, pod: Pod, runtime: PodRuntimeStatus, actions: PodActions) -> float | None:
         cri = self.deps.runtime.client
+        held = network_not_ready(pod, actions, self.deps.runtime.network_error, terminal=self._terminal(pod))
+        if held is not None:
+            return self._hold_for_network(pod, held)
+        if self.network_held:
+            self.network_held = False
+            log.info("the pod network is ready: setting the pod up", extra=self.fields)
         grace = self._grace_period(pod) if self.eviction is None else self.eviction.grace_period_seconds
         if actions.kill_pod:
             await self._kill_pod(runtime, grace, remove=False)
@@ -233,12 +241,12 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
         running = any(s.state == "ready" for s in runtime.sandboxes) and self.setup is not None
         try:
             self.setup = await self._set_up_volumes(pod)
-            self.mount_retry = MOUNT_RETRY_INITIAL
+            self.mount_retry.reset()
         except (MountFailed, ObjectsNotReady) as exc:
             message = str(exc) if isinstance(exc, MountFailed) else f"Unable to attach or mount volumes: {exc}"
             log.warning("%s", message, extra=self.fields)
             self.record(pod, None, "Warning", events.FAILED_MOUNT_VOLUME, message)
-            retry, self.mount_retry = self.mount_retry, min(self.mount_retry * 2, MOUNT_RETRY_MAX)
+            retry = self.mount_retry.next_delay()
             if not running:
                 return retry  # nothing starts before its volumes are there
             # A running pod whose refresh failed goes on with what is mounted (Go: only
@@ -282,13 +290,13 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
                 self.record(pod, None, "Warning", events.FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {exc}")
                 raise
             self.deps.metrics.started_pods.inc()
-            log.info("pod sandbox created", extra={**self.fields, "sandbox": sandbox_id})
+            log.log(V(2), "pod sandbox created", extra={**self.fields, "sandbox": sandbox_id})
         if actions.init_containers_to_start or actions.containers_to_start:
             await self._pod_network(pod, runtime, sandbox_id, fresh=actions.create_sandbox)
         by_id = {c.id: c for c in runtime.containers}
         stops = []
         for kill in actions.containers_to_kill:
-            log.info("killing container: %s", kill.message, extra={**self.fields, "container": kill.name})
+            log.log(V(2), "killing container: %s", kill.message, extra={**self.fields, "container": kill.name})
             if kill.container_id in by_id:
                 own = kill.grace_period_seconds
                 stops.append((by_id[kill.container_id], grace if own is None else own))
@@ -307,6 +315,15 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
             if retry_in is not None:
                 wake.append(retry_in)
         return min(wake) if wake else None
+
+    def _hold_for_network(self, pod: Pod, message: str) -> float:
+        """Go: SyncPod records NetworkNotReady and fails; the pod worker tries again after
+        about a second (backOffOnTransientErrorPeriod, jittered), one event per try."""
+        self.record(pod, None, "Warning", events.NETWORK_NOT_READY, message)
+        if not self.network_held:
+            self.network_held = True
+            log.warning("%s", message, extra=self.fields)  # once per wait, not once per try
+        return NETWORK_RETRY * (1 + RESYNC_JITTER * random.random())
 
     def _with_probe_kills(self, actions: PodActions, runtime: PodRuntimeStatus) -> PodActions:
         """Also kill the containers whose liveness or startup probe failed; they restart
@@ -327,68 +344,6 @@ class PodWorker(ContainerStarts, PodTermination, PodResize):
         if not kills:
             return actions
         return dataclasses.replace(actions, containers_to_kill=(*actions.containers_to_kill, *kills))
-
-    async def _tell_probes(self, pod: Pod | None, runtime: PodRuntimeStatus | None) -> None:
-        """The running containers, for the probe manager (None: stop every probe)."""
-        targets = ProbeTargets(pod_uid=self.uid, pod=None)
-        if pod is not None and runtime is not None:
-            running = running_containers(runtime)
-            started = {c.name: c.started_at or c.created_at for c in runtime.containers if c.id in running.values()}
-            targets = ProbeTargets(pod_uid=self.uid, pod=pod, running=running, started_at=started)
-        if self.registry is None:
-            return  # driven outside a tree (tests): no probe manager to tell
-        with contextlib.suppress(UnknownAddress, MailboxFull):
-            self.registry.lookup(self.deps.probe_manager).send_nowait(targets)
-
-    def _tell_status_manager(self, message: PodStatusChanged) -> None:
-        """Cluster mode: the status manager writes a changed status at once rather than at
-        its next poll. A full mailbox loses nothing: the board holds the status."""
-        if self.registry is None or self.deps.status_manager not in self.registry:
-            return
-        with contextlib.suppress(UnknownAddress, MailboxFull):
-            self.registry.lookup(self.deps.status_manager).send_nowait(message)
-
-    def _publish(self, pod: Pod, runtime: PodRuntimeStatus) -> None:
-        deps = self.deps
-        previous = deps.statuses.get(self.uid)
-        runtime = termination_message.with_messages(
-            pod, runtime, root_dir=deps.node.root_dir, pod_logs_dir=deps.node.pod_logs_dir
-        )
-        running = running_containers(runtime)
-        exceeded = past_active_deadline(pod, time.time(), start_time_of(pod, previous))
-        status: PodStatus = compute_pod_status(
-            pod,
-            runtime,
-            waiting=self.waiting,
-            runtime_name=deps.runtime.runtime_name,
-            now=rfc3339(time.time()),
-            host_ip=deps.node.host_ip,
-            previous=previous,
-            ready=deps.probe_results.ready(self.uid, running),
-            started=deps.probe_results.started(self.uid, running),
-            active_deadline_exceeded=exceeded,
-            evicted=self._kubelet_failure(),
-            resize_pending=self.resize_pending,
-        )
-        if exceeded and status.reason == DEADLINE_EXCEEDED and not self.deadline_reported:
-            self.deadline_reported = True
-            self.record(pod, None, "Normal", DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE)
-        deps.statuses.set(pod, status)
-        if status != previous:
-            self._tell_status_manager(PodStatusChanged(pod_uid=self.uid))
-        if status.phase == "Running" and not self.running_reported:
-            self.running_reported = True
-            deps.metrics.pod_start_duration.observe(time.time() - self.first_seen)
-        if previous is None or previous.phase != status.phase:
-            log.info("pod phase %s", status.phase, extra=self.fields)
-
-    def _kubelet_failure(self) -> KubeletFailure | None:
-        eviction = self.eviction
-        if eviction is None:
-            return None
-        condition = PodCondition(type=DISRUPTION_TARGET, status="True", reason=TERMINATION_BY_KUBELET,
-                                 message=eviction.message) if eviction.disruption_target else None
-        return KubeletFailure(reason=eviction.reason, message=eviction.message, condition=condition)
 
     def _host(self) -> str:
         """Where a hook's httpGet goes by default: the pod IP (the node's, for host network)."""

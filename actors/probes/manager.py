@@ -20,6 +20,7 @@ from pykubelet.messages.pod import Container, Pod
 from pykubelet.messages.probes import ProbeKind, ProbeTargets
 from pykubelet.pods.probes import PROBE_KINDS, probe_of, resolve_probe
 from pykubelet.supervisor import ActorContext, ChildSpec, Supervisor, SupervisorError
+from pykubelet.supervisor.verbosity import V
 
 from .results import ProbeResults
 
@@ -181,7 +182,7 @@ class ProbeManager:
             await self._stop(name)  # a worker this manager did not know of
             await self.supervisor.start_child(spec)
         self.running[name] = _Running(target.pod.metadata.uid, target.container_name, target.kind, target.container_id)
-        log.debug("probe worker started", extra={"probe_worker": name, "container_id": target.container_id})
+        log.log(V(4), "probe worker started", extra={"probe_worker": name, "container_id": target.container_id})
 
     async def _stop(self, name: str) -> None:
         self.running.pop(name, None)

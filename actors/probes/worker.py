@@ -31,6 +31,7 @@ from pykubelet.pods.probes import (
 )
 from pykubelet.ports.probers import ProbeAnswer, run_probe
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 from .metrics import ProbeMetrics
 from .results import ProbeResults
@@ -187,7 +188,7 @@ class ProbeWorker:
         else:
             self._unknown_logged = False
             if outcome == "failure":
-                log.debug("%s probe failed: %s", self.kind, message, extra=self.fields)
+                log.log(V(4), "%s probe failed: %s", self.kind, message, extra=self.fields)
                 # Every failed attempt, as Go; the recorder's correlator counts repeats.
                 self._record("Warning", CONTAINER_UNHEALTHY, f"{self.kind.capitalize()} probe failed: {message}")
             elif message.startswith("Probe terminated redirects"):  # success, with a warning (Go)
@@ -204,14 +205,14 @@ class ProbeWorker:
         if not self.results.set(self.uid, self.name, self.kind, self.container_id, result, message):
             return
         if initial:
-            log.debug("%s probe starts at %s", self.kind, result, extra=self.fields)
+            log.log(V(4), "%s probe starts at %s", self.kind, result, extra=self.fields)
         elif result == "failure" and self.kind != "readiness":
             log.warning("%s probe failed, the container will be restarted: %s", self.kind, message,
                         extra=self.fields)
         elif result == "failure":
-            log.info("readiness probe failed: %s", message, extra=self.fields)
+            log.log(V(1), "readiness probe failed: %s", message, extra=self.fields)
         else:
-            log.info("%s probe result: %s", self.kind, result, extra=self.fields)
+            log.log(V(3), "%s probe result: %s", self.kind, result, extra=self.fields)
         await ctx.registry.lookup(self.send_to).send(ProbeResult(
             pod_uid=self.uid, container_name=self.name, container_id=self.container_id,
             probe=self.kind, result=result, message=message,

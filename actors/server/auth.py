@@ -56,6 +56,7 @@ from pykubelet.pods.kubelet_auth import (
     with_authenticated_group,
 )
 from pykubelet.ports.apiserver.errors import ApiError, ApiUnavailable
+from pykubelet.supervisor.verbosity import V
 
 from .http import Request, Response
 
@@ -65,7 +66,7 @@ CACHE_SIZE = 4096  # entries per cache; expired ones go first, then the oldest
 LOG_INTERVAL = 60.0  # seconds between two log lines about the same kind of failure
 
 K = TypeVar("K")
-V = TypeVar("V")
+Value = TypeVar("Value")
 
 
 class AuthConfigurationError(ValueError):
@@ -83,24 +84,24 @@ class ReviewClient(Protocol):
 
 
 @dataclass
-class _Entry(Generic[V]):
-    value: V
+class _Entry(Generic[Value]):
+    value: Value
     expires: float
 
 
-class _TtlCache(Generic[K, V]):
+class _TtlCache(Generic[K, Value]):
     def __init__(self, size: int = CACHE_SIZE) -> None:
-        self._entries: dict[K, _Entry[V]] = {}
+        self._entries: dict[K, _Entry[Value]] = {}
         self._size = size
 
-    def get(self, key: K, now: float) -> _Entry[V] | None:
+    def get(self, key: K, now: float) -> _Entry[Value] | None:
         entry = self._entries.get(key)
         if entry is not None and entry.expires <= now:
             del self._entries[key]
             return None
         return entry
 
-    def put(self, key: K, value: V, expires: float, now: float) -> None:
+    def put(self, key: K, value: Value, expires: float, now: float) -> None:
         self._entries.pop(key, None)
         if len(self._entries) >= self._size:
             for old in [k for k, e in self._entries.items() if e.expires <= now]:
@@ -189,7 +190,7 @@ class KubeletAuth:
                 return Response.text(500, authorization_error_message(user, attributes))
             if allowed:
                 return None
-        log.debug("forbidden", extra={"user": user.name, "verb": questions[0].verb, "path": request.path})
+        log.log(V(4), "forbidden", extra={"user": user.name, "verb": questions[0].verb, "path": request.path})
         return Response.text(403, forbidden_message(user, questions))
 
     # --- authentication --------------------------------------------------------------------
@@ -270,6 +271,7 @@ class KubeletAuth:
     async def _webhook(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST a review with Go's retries (5 attempts, 0.5 s x1.5 with 20% jitter)."""
         assert self._api is not None  # validate_auth refused webhooks without a client
+        backoff = webhook_backoff(self._jitter)
         for attempt in range(WEBHOOK_ATTEMPTS):
             try:
                 answer = await self._api.create(path, body)
@@ -280,7 +282,7 @@ class KubeletAuth:
                 if not isinstance(answer, dict):
                     raise WebhookError(f"POST {path}: the answer is not an object: {answer!r:.200}")
                 return answer
-            await self._sleep(webhook_backoff(attempt, self._jitter()))
+            await self._sleep(backoff.next_delay())
         raise AssertionError("unreachable")
 
     def _log(self, kind: str, message: str) -> None:

@@ -15,7 +15,7 @@ import msgspec
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from pykubelet.actors.health import HealthBoard
-from pykubelet.messages.events import Event
+from pykubelet.messages.events import Event, EventList
 from pykubelet.messages.pod import PodList, pod_list
 from pykubelet.supervisor import NotRunning, Supervisor
 
@@ -35,7 +35,7 @@ def no_events(namespace: str | None = None, involved_uid: str | None = None) -> 
 
 def event_list(events: list[Event]) -> bytes:
     """An EventList as the API serves one (events oldest first)."""
-    return msgspec.json.encode({"apiVersion": "v1", "kind": "EventList", "metadata": {}, "items": events})
+    return msgspec.json.encode(EventList(items=events))
 
 
 def healthz(health: HealthBoard, request: Request) -> Response:

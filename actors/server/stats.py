@@ -42,6 +42,7 @@ from pykubelet.pods.stats_summary import (
 from pykubelet.ports import node_stats
 from pykubelet.ports.cri import CriCallError, CriClient, CriError
 from pykubelet.ports.node_stats import CgroupMounts, ReadPlan, Readings
+from pykubelet.supervisor.verbosity import V
 
 from .http import Request, Response
 
@@ -169,7 +170,7 @@ class StatsProvider:
             try:
                 got["image_fs"] = await cri.image_fs_info()
             except CriCallError as exc:
-                log.debug("ImageFsInfo failed: %s", exc)
+                log.log(V(4), "ImageFsInfo failed: %s", exc)
 
         await _all(sandboxes, containers, sample, *(() if only_cpu_and_memory else (image_fs,)))
         pods = summary.shown([_listed_sandbox(s) for s in got["sandboxes"]],
@@ -203,7 +204,7 @@ class StatsProvider:
                     async with self.state.refreshing:
                         await self._refresh(self.runtime.client)
                 except CriError as exc:
-                    log.debug("stats sample failed: %s", exc)
+                    log.log(V(4), "stats sample failed: %s", exc)
                 await trio.sleep(self.cri_stats_max_age)
         finally:
             self._sampling = False
@@ -248,7 +249,7 @@ class StatsProvider:
                     log.info("ListContainerStats is not implemented, reading cgroups alone: %s", exc)
                     state.container_stats_retry_at = now + UNSUPPORTED_RETRY
                 else:
-                    log.debug("ListContainerStats failed, reading cgroups: %s", exc)
+                    log.log(V(4), "ListContainerStats failed, reading cgroups: %s", exc)
             else:
                 containers = {s.attributes.id: _container_sample(s, taken_at=now) for s in stats}
         state.sample = CriSample(taken_at=now, containers=containers)

@@ -7,7 +7,8 @@ Until the API server has answered one list, nothing is sent: pod config then doe
 the source, so the kubelet kills no pod it does not know yet. A watch that ends is resumed
 from the last resourceVersion; 410 Gone re-lists (the same pods keep their UIDs, so pod
 config sees no change and no container restarts); any other failure waits 0.5 s doubling
-to 30 s and tries again. Pods being deleted (deletionTimestamp) stay in the set: pod config
+to 30 s, each wait stretched by up to half (pods/backoff.py's watch_backoff), and tries
+again. Pods being deleted (deletionTimestamp) stay in the set: pod config
 passes them on as UPDATE, and the sync loop terminates them with their grace period.
 """
 
@@ -15,25 +16,25 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import msgspec
 import trio
 
 from pykubelet.messages.pod import Pod
+from pykubelet.pods.backoff import WATCH_BACKOFF_INITIAL, WATCH_BACKOFF_MAX, ExponentialBackoff, watch_backoff
 from pykubelet.pods.manifest import CONFIG_MIRROR
 from pykubelet.messages.pod_updates import ManifestProblem, SourcePods
 from pykubelet.ports.apiserver import ApiError, Gone, WatchEvent, decode
 from pykubelet.supervisor import ActorContext
+from pykubelet.supervisor.verbosity import V
 
 log = logging.getLogger("pykubelet.sources.api")
 
 SOURCE = "api"
 PODS_PATH = "/api/v1/pods"
 
-BACKOFF_INITIAL = 0.5
-BACKOFF_MAX = 30.0
 MIN_SEND_INTERVAL = 0.05
 # client-go's reflector asks the server to end each watch after 5 to 10 minutes, so that
 # the watches of many nodes do not all end together.
@@ -171,12 +172,12 @@ class _ErrorLog:
     def __init__(self) -> None:
         self._last: tuple[str, int | None, str] | None = None
 
-    def failed(self, exc: ApiError, retry_in: float) -> None:
+    def failed(self, exc: ApiError, retry_in: float, backoff_max: float) -> None:
         key = (type(exc).__name__, exc.status, exc.reason)
         if key != self._last:
-            log.warning("pods from the API server: %s (retrying, back-off up to %gs)", exc, BACKOFF_MAX)
+            log.warning("pods from the API server: %s (retrying, back-off up to %gs)", exc, backoff_max)
             self._last = key
-        log.debug("pods from the API server: retry in %gs", retry_in)
+        log.log(V(4), "pods from the API server: retry in %gs", retry_in)
 
     def recovered(self) -> None:
         if self._last is not None:
@@ -189,15 +190,13 @@ async def list_and_watch(
     pods: ApiPodSet,
     changed: Any,
     *,
-    backoff_initial: float = BACKOFF_INITIAL,
-    backoff_max: float = BACKOFF_MAX,
+    backoff: ExponentialBackoff,
     watch_timeout: Any = lambda: random.randint(*WATCH_TIMEOUT_RANGE),
 ) -> None:
     """Keep `pods` equal to the API's pods bound to pods.node_name; call changed() after
     each change. Runs until cancelled."""
     selector = node_selector(pods.node_name)
     errors = _ErrorLog()
-    delay = backoff_initial
     resource_version: str | None = None  # None: list first
     gone_twice = False
     while True:
@@ -206,10 +205,10 @@ async def list_and_watch(
                 items, resource_version = await client.list(PODS_PATH, {"fieldSelector": selector})
                 if not gone_twice:  # a list between two 410s proves nothing yet
                     errors.recovered()
-                    delay = backoff_initial
+                    backoff.reset()
                 if pods.replace(items):
                     changed()
-                log.debug("listed %d pods at resourceVersion %s", len(pods), resource_version)
+                log.log(V(4), "listed %d pods at resourceVersion %s", len(pods), resource_version)
             params = {
                 "fieldSelector": selector,
                 "resourceVersion": resource_version,
@@ -220,7 +219,8 @@ async def list_and_watch(
                 async for event in events:
                     resource_version = events.resource_version or resource_version
                     errors.recovered()
-                    delay, gone_twice = backoff_initial, False
+                    backoff.reset()
+                    gone_twice = False
                     if pods.apply(event):
                         changed()
                 resource_version = events.resource_version or resource_version
@@ -231,16 +231,18 @@ async def list_and_watch(
             log.info("pod watch expired (%s): re-listing", exc.message)
             resource_version = None
             if gone_twice:
-                errors.failed(exc, delay)
-                await trio.sleep(delay)
-                delay = min(delay * 2, backoff_max)
+                await _back_off(exc, errors, backoff)
             gone_twice = True
         except ApiError as exc:
             # Unreachable, 5xx, a hang cut by the client's timeouts, 401/403: try again
             # later, from the same resourceVersion (a watch resumes, a list is retried).
-            errors.failed(exc, delay)
-            await trio.sleep(delay)
-            delay = min(delay * 2, backoff_max)
+            await _back_off(exc, errors, backoff)
+
+
+async def _back_off(exc: ApiError, errors: _ErrorLog, backoff: ExponentialBackoff) -> None:
+    delay = backoff.next_delay()
+    errors.failed(exc, delay, backoff.maximum)
+    await trio.sleep(delay)
 
 
 def api_source_actor(
@@ -249,13 +251,16 @@ def api_source_actor(
     node_name: str,
     send_to: str = "root/pod-config",
     min_send_interval: float = MIN_SEND_INTERVAL,
-    backoff_initial: float = BACKOFF_INITIAL,
-    backoff_max: float = BACKOFF_MAX,
+    backoff_initial: float = WATCH_BACKOFF_INITIAL,
+    backoff_max: float = WATCH_BACKOFF_MAX,
+    jitter_source: Callable[[], float] = random.random,
 ):
     """The actor function of the api source (ChildSpec name "api", so that pod config
-    counts it among the sources). The mailbox at send_to (pod config) must exist first."""
-    if min_send_interval < 0 or backoff_initial <= 0 or backoff_max < backoff_initial:
-        raise ValueError("min_send_interval >= 0 and 0 < backoff_initial <= backoff_max")
+    counts it among the sources). The mailbox at send_to (pod config) must exist first.
+    `jitter_source` draws the back-off's jitter in [0, 1)."""
+    if min_send_interval < 0:
+        raise ValueError(f"min_send_interval={min_send_interval:g}: needs >= 0")
+    watch_backoff(backoff_initial, backoff_max)  # refuses bad settings now, not at the first error
 
     async def run(ctx: ActorContext) -> None:
         pods = ApiPodSet(node_name)
@@ -263,8 +268,7 @@ def api_source_actor(
         log.info("watching pods bound to node %s on the API server", node_name, extra={"node": node_name})
         async with trio.open_nursery() as nursery:
             nursery.start_soon(publisher.run)
-            await list_and_watch(
-                client, pods, publisher.changed, backoff_initial=backoff_initial, backoff_max=backoff_max,
-            )
+            backoff = watch_backoff(backoff_initial, backoff_max, jitter_source)
+            await list_and_watch(client, pods, publisher.changed, backoff=backoff)
 
     return run

@@ -29,6 +29,7 @@ from pykubelet.pods.volume_payload import (
 )
 from pykubelet.ports import mounts
 from pykubelet.ports.atomic_writer import write_payload
+from pykubelet.supervisor.verbosity import V
 
 from .object_cache import EMPTY_SNAPSHOT, ObjectSnapshot
 from .tokens import TokenError, TokenManager
@@ -142,7 +143,7 @@ class VolumeManager:
 
         try:
             if await trio.to_thread.run_sync(write):
-                log.info("volume updated", extra={"pod": pod.full_name, "volume": volume.name})
+                log.log(V(2), "volume updated", extra={"pod": pod.full_name, "volume": volume.name})
         except (OSError, ValueError) as exc:
             raise MountFailed(volume.name, str(exc)) from exc
         return path

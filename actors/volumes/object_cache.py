@@ -19,13 +19,13 @@ from typing import Any, Literal, NamedTuple
 import trio
 
 from pykubelet.messages.pod import Pod
+from pykubelet.pods.backoff import watch_backoff
 from pykubelet.pods.env import ServiceEnv
 from pykubelet.ports.apiserver import ApiError, Gone
 from pykubelet.supervisor import ActorContext
 
 log = logging.getLogger("pykubelet.volumes.objects")
 
-BACKOFF_INITIAL, BACKOFF_MAX = 0.5, 30.0
 WATCH_TIMEOUT_RANGE = (300, 600)  # as the api source: client-go's reflector spread
 SERVICES_PATH = "/api/v1/services"
 
@@ -224,10 +224,14 @@ def _service_env(obj: Mapping[str, Any]) -> ServiceEnv | None:
 # --- the actor --------------------------------------------------------------------------
 
 
-async def _reflect(client: Any, path: str, selector: str | None, replace: Callable, apply: Callable, what: str) -> None:
-    """List, then watch from the list's resourceVersion; again after errors (with back-off)
-    and after 410 Gone. Runs until cancelled."""
-    delay, version, failing = BACKOFF_INITIAL, None, False
+async def _reflect(
+    client: Any, path: str, selector: str | None, replace: Callable, apply: Callable, what: str,
+    jitter_source: Callable[[], float],
+) -> None:
+    """List, then watch from the list's resourceVersion; again after errors (with the
+    jittered watch back-off) and after 410 Gone. Runs until cancelled."""
+    backoff = watch_backoff(random=jitter_source)
+    version, failing = None, False
     params = {"fieldSelector": selector} if selector else {}
     while True:
         try:
@@ -239,19 +243,19 @@ async def _reflect(client: Any, path: str, selector: str | None, replace: Callab
             async with client.watch(path, watch) as events:
                 async for event in events:
                     version = events.resource_version or version
-                    delay, failing = BACKOFF_INITIAL, False
+                    backoff.reset()
+                    failing = False
                     apply(event)
         except Gone:
             version = None
         except ApiError as exc:
             if not failing:
-                log.warning("watching %s: %s (retrying, back-off up to %gs)", what, exc, BACKOFF_MAX)
+                log.warning("watching %s: %s (retrying, back-off up to %gs)", what, exc, backoff.maximum)
                 failing = True
-            await trio.sleep(delay * (1 + random.random() / 2))
-            delay = min(delay * 2, BACKOFF_MAX)
+            await trio.sleep(backoff.next_delay())
 
 
-async def _watch_object(client: Any, cache: ObjectCache, key: ObjectKey) -> None:
+async def _watch_object(client: Any, cache: ObjectCache, key: ObjectKey, jitter_source: Callable[[], float]) -> None:
     def replace(items: list[dict[str, Any]]) -> None:
         cache.set(key, items[0] if items else None)
 
@@ -261,10 +265,10 @@ async def _watch_object(client: Any, cache: ObjectCache, key: ObjectKey) -> None
         elif event.type == "DELETED":
             cache.set(key, None)
 
-    await _reflect(client, key.path, f"metadata.name={key.name}", replace, apply, str(key))
+    await _reflect(client, key.path, f"metadata.name={key.name}", replace, apply, str(key), jitter_source)
 
 
-async def _watch_services(client: Any, cache: ObjectCache) -> None:
+async def _watch_services(client: Any, cache: ObjectCache, jitter_source: Callable[[], float]) -> None:
     def put(obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         name = (meta.get("namespace", ""), meta.get("name", ""))
@@ -287,12 +291,13 @@ async def _watch_services(client: Any, cache: ObjectCache) -> None:
             meta = event.object.get("metadata") or {}
             cache.services.pop((meta.get("namespace", ""), meta.get("name", "")), None)
 
-    await _reflect(client, SERVICES_PATH, None, replace, apply, "services")
+    await _reflect(client, SERVICES_PATH, None, replace, apply, "services", jitter_source)
 
 
-def object_watches_actor(*, client: Any, cache: ObjectCache):
+def object_watches_actor(*, client: Any, cache: ObjectCache, jitter_source: Callable[[], float] = random.random):
     """One watch per referenced object, started and stopped as pods register and release
-    them, and one watch of all Services (the system:node role may list them)."""
+    them, and one watch of all Services (the system:node role may list them).
+    `jitter_source` draws the back-off's jitter in [0, 1)."""
 
     async def run(ctx: ActorContext) -> None:
         running: dict[ObjectKey, trio.CancelScope] = {}
@@ -300,10 +305,10 @@ def object_watches_actor(*, client: Any, cache: ObjectCache):
         async def watch(key: ObjectKey, task_status=trio.TASK_STATUS_IGNORED) -> None:
             with trio.CancelScope() as scope:
                 task_status.started(scope)
-                await _watch_object(client, cache, key)
+                await _watch_object(client, cache, key, jitter_source)
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_watch_services, client, cache)
+            nursery.start_soon(_watch_services, client, cache, jitter_source)
             while True:
                 changed = cache.wanted_changed
                 wanted = cache.wanted()

@@ -1,9 +1,9 @@
 """pykubelet-inspect: look into a running daemon through its admin socket (or its read-only
-HTTP endpoint): the live actor tree, the pods, the events, a container's log, a command run
-in a container, and fault injection.
+HTTP endpoint): the live actor tree and its load (top), the pods, the events, a container's
+log, a command run in a container, and fault injection.
 
 This module is the command line. AdminClient (_client.py) is the thin HTTP port; rendering
-(_render.py, the pods table _pods.py) and the choice of pod and container (_targets.py) are
+(_render.py, the pods table _pods.py, top's table _top.py) and the choice of pod and container (_targets.py) are
 pure; main() wires them.
 """
 
@@ -23,16 +23,16 @@ from rich.console import Console
 from rich.live import Live
 
 from ._client import DEFAULT_SOCKET, PROG, RUN_TIMEOUT, AdminClient, InspectError
-from ._objects import Event, EventList, Pod, PodList
 from ._pods import last_state, pod_age, pod_resources, pod_status, render_pods
 from ._render import STATE_STYLES, actor_label, event_object, human_age, render_events, render_tree, watch_frame
 from ._targets import choose_container, find_pod
+from ._top import TopRow, render_top, run_top, top_rows
 
 __all__ = [
-    "DEFAULT_SOCKET", "PROG", "AdminClient", "InspectError", "Event", "EventList", "Pod", "PodList",
+    "DEFAULT_SOCKET", "PROG", "AdminClient", "InspectError",
     "STATE_STYLES", "actor_label", "event_object", "human_age", "last_state", "pod_age", "pod_resources",
     "pod_status", "render_events", "render_pods", "render_tree", "watch_frame", "choose_container", "find_pod",
-    "main",
+    "TopRow", "render_top", "run_top", "top_rows", "main",
 ]
 
 EXEC_USAGE = f"{PROG} exec POD [-n NAMESPACE] [-c CONTAINER] -- CMD [ARGS...]"
@@ -62,6 +62,19 @@ def _parser() -> argparse.ArgumentParser:
     tree.add_argument("--watch", action="store_true", help="redraw until Ctrl-C")
     tree.add_argument("--interval", type=float, default=1.0, metavar="S", help="default 1")
     tree.add_argument("-o", "--output", choices=["json"], help="the snapshot JSON as served")
+
+    top = commands.add_parser(
+        "top", help="the actors under load: messages/s, mailbox depth, restarts, busiest first",
+        description="Poll the actor tree every interval and show each actor's messages/s (its "
+                    "mailbox's received count over the interval), mailbox depth/capacity, restarts "
+                    "and state, busiest first. Live until Ctrl-C, or --once / --iterations N for scripts.",
+    )
+    top.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between polls (default 2)")
+    count = top.add_mutually_exclusive_group()
+    count.add_argument("--once", action="store_true", help="one table over one interval, then exit")
+    count.add_argument("--iterations", type=int, metavar="N", help="N tables, one per interval, then exit")
+    top.add_argument("-o", "--output", choices=["json"],
+                     help="json: one object a line per interval (needs --once or --iterations)")
 
     pods = commands.add_parser("pods", help="the pods this kubelet runs")
     pods.add_argument(
@@ -145,8 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.address is not None and args.command in ("logs", "exec"):
         parser.error(f"{args.command} goes through the admin socket (--socket): "
                      "the kubelet's read-only port serves no logs and runs no commands")
-    if args.command == "tree" and args.interval <= 0:
+    if args.command in ("tree", "top") and args.interval <= 0:
         parser.error("--interval must be > 0 seconds")
+    if args.command == "top" and args.iterations is not None and args.iterations < 1:
+        parser.error(f"--iterations {args.iterations}: give 1 or more")
+    if args.command == "top" and args.output and not (args.once or args.iterations):
+        parser.error("top -o json prints lines for scripts: give --once or --iterations N")
     if args.command == "logs" and args.tail < -1:
         parser.error(f"--tail {args.tail}: give a number of lines >= 0, or -1 for the whole log")
     client = AdminClient(socket=args.socket, address=args.address, timeout=args.timeout)
@@ -173,6 +190,9 @@ def _run(args: argparse.Namespace, command: list[str], client: AdminClient, cons
             _print_json(raw)
         else:
             console.print(render_tree(snapshot))
+    elif args.command == "top":
+        iterations = 1 if args.once else args.iterations
+        return run_top(client, console, interval=args.interval, iterations=iterations, output=args.output)
     elif args.command == "pods":
         pods, raw = client.pods()
         if args.output == "json":
@@ -189,7 +209,8 @@ def _run(args: argparse.Namespace, command: list[str], client: AdminClient, cons
             _print_json(raw)
         else:
             now = datetime.now(timezone.utc)
-            console.print(render_events(events, now, all_namespaces=not args.namespace))
+            table = render_events(events, now, all_namespaces=not args.namespace, width=_terminal_width())
+            console.print(table, crop=False)  # the table fits itself; rich must cut no reason or count
     elif args.command == "logs":
         return _logs(args, client, sys.stdout.buffer)
     elif args.command == "exec":

@@ -16,9 +16,9 @@ from urllib.parse import quote, urlencode
 import httpx
 import msgspec
 
+from pykubelet.messages.events import EventList
+from pykubelet.messages.pod import PodList
 from pykubelet.messages.supervision import ActorSnapshot
-
-from ._objects import EventList, PodList
 
 DEFAULT_SOCKET = "/var/lib/pykubelet/pykubelet.sock"
 PROG = "pykubelet-inspect"
@@ -68,18 +68,18 @@ class AdminClient:
 
     def pods(self) -> tuple[PodList, bytes]:
         raw = self._request("GET", "/pods")
-        pods = _decode(raw, PodList, "GET /pods")
-        if pods.kind != "PodList":
-            raise InspectError(f"GET /pods: the answer is a {pods.kind}, not a PodList")
-        return pods, raw
+        kind = _decode(raw, _Kind, "GET /pods", "PodList").kind
+        if kind != "PodList":
+            raise InspectError(f"GET /pods: the answer is a {kind}, not a PodList")
+        return _decode(raw, PodList, "GET /pods"), raw
 
     def events(self, namespace: str | None = None) -> tuple[EventList, bytes]:
         url = "/events" + (f"?{urlencode({'namespace': namespace})}" if namespace else "")
         raw = self._request("GET", url)
-        events = _decode(raw, EventList, f"GET {url}")
-        if events.kind != "EventList":
-            raise InspectError(f"GET {url}: the answer is a {events.kind}, not an EventList")
-        return events, raw
+        kind = _decode(raw, _Kind, f"GET {url}", "EventList").kind
+        if kind != "EventList":
+            raise InspectError(f"GET {url}: the answer is a {kind}, not an EventList")
+        return _decode(raw, EventList, f"GET {url}"), raw
 
     def act(self, path: str, action: str) -> str:
         """POST restart|crash for the actor at path; the daemon's one-word result."""
@@ -247,11 +247,17 @@ def _error_message(response: httpx.Response) -> str:
     return text
 
 
-def _decode(raw: bytes, type_: type, what: str):
+class _Kind(msgspec.Struct):
+    """Any API object's kind: read first, so that the wrong list is named as such."""
+
+    kind: str
+
+
+def _decode(raw: bytes, type_: type, what: str, expected: str | None = None):
     try:
         return msgspec.json.decode(raw, type=type_)
     except msgspec.ValidationError as exc:
-        raise InspectError(f"{what}: the answer is not a {type_.__name__}: {exc}") from None
+        raise InspectError(f"{what}: the answer is not a {expected or type_.__name__}: {exc}") from None
     except msgspec.DecodeError:
         start = raw[:60].decode(errors="replace")
         raise InspectError(f"{what}: the answer is not JSON (it starts {start!r})") from None

@@ -13,12 +13,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pykubelet.messages import pod as api
+from pykubelet.messages.pod import Pod, PodList
 from pykubelet.pods.container_resources import pod_limits, pod_requests, pod_resource_config
 from pykubelet.pods.eviction_thresholds import QuantityFormat, format_quantity
 from pykubelet.pods.node import binary_quantity
 
-from ._objects import Pod, PodList, _Container, _ContainerStateSet, _Quantities
 from ._render import age, human_age, parse_time
 
 COLUMNS = ("NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE")
@@ -36,8 +35,8 @@ def pod_status(pod: Pod) -> str:
     """The STATUS column, as kubectl computes it: a container's waiting or terminated
     reason wins over the phase, and a pod being deleted is Terminating."""
     reason = pod.status.reason or pod.status.phase or "Unknown"
-    for status in reversed(pod.status.containerStatuses):
-        state = status.state or _ContainerStateSet()
+    for status in reversed(pod.status.container_statuses):
+        state = status.state
         if state.waiting is not None and state.waiting.reason:
             reason = state.waiting.reason
         elif state.terminated is not None:
@@ -47,8 +46,8 @@ def pod_status(pod: Pod) -> str:
             elif term.signal:
                 reason = f"Signal:{term.signal}"
             else:
-                reason = f"ExitCode:{term.exitCode or 0}"
-    if pod.metadata.deletionTimestamp is not None:
+                reason = f"ExitCode:{term.exit_code}"
+    if pod.metadata.deletion_timestamp is not None:
         reason = "Terminating"
     return reason
 
@@ -56,21 +55,21 @@ def pod_status(pod: Pod) -> str:
 def pod_age(pod: Pod, now: datetime) -> str:
     """AGE: since creationTimestamp. A static pod has none (no API server created it), so
     since status.startTime, when the kubelet first started it."""
-    return age(pod.metadata.creationTimestamp or pod.status.startTime, now)
+    return age(pod.metadata.creation_timestamp or pod.status.start_time, now)
 
 
 def last_state(pod: Pod, now: datetime) -> str:
     """LAST STATE: of the containers' lastState.terminated (init containers' too), the one
     that finished last, as "<reason> (<exit code>) <age> ago"; "<none>" when none ended."""
     ended = [
-        (parse_time(term.finishedAt or ""), term)
-        for status in (*pod.status.initContainerStatuses, *pod.status.containerStatuses)
-        if status.lastState is not None and (term := status.lastState.terminated) is not None
+        (parse_time(term.finished_at or ""), term)
+        for status in (*pod.status.init_container_statuses, *pod.status.container_statuses)
+        if (term := status.last_state.terminated) is not None
     ]
     if not ended:
         return NONE
     finished, term = max(ended, key=lambda ending: ending[0] or _LONG_AGO)
-    text = f"{term.reason or 'Terminated'} ({term.exitCode or 0})"
+    text = f"{term.reason or 'Terminated'} ({term.exit_code})"
     return text if finished is None else f"{text} {human_age((now - finished).total_seconds())} ago"
 
 
@@ -81,8 +80,7 @@ def pod_resources(pod: Pod) -> tuple[str, str]:
     limit shows only when the node sets one on the pod, which takes every container having
     one: a single unbounded container leaves the pod unbounded. "-" where there is none."""
     try:
-        spec = _kubelet_pod(pod)
-        requests, limits, cgroup = pod_requests(spec), pod_limits(spec), pod_resource_config(spec)
+        requests, limits, cgroup = pod_requests(pod), pod_limits(pod), pod_resource_config(pod)
     except ValueError:  # a quantity that is none; the daemon admitted it all the same
         return "<invalid>", "<invalid>"
     cpu_limit = limits.get("cpu") if cgroup.cpu_quota is not None else None
@@ -103,31 +101,8 @@ def _bytes(amount: int | None) -> str:
     return UNSET if amount is None else binary_quantity(amount)  # 64Mi, 100M
 
 
-def _kubelet_pod(pod: Pod) -> api.Pod:
-    """The pod's resources as the daemon's own Pod type, for the kubelet's functions."""
-    return api.Pod(spec=api.PodSpec(
-        containers=[_kubelet_container(c) for c in pod.spec.containers],
-        init_containers=[_kubelet_container(c) for c in pod.spec.initContainers],
-        overhead=_strings(pod.spec.overhead),
-    ))
-
-
-def _kubelet_container(container: _Container) -> api.Container:
-    resources = container.resources
-    return api.Container(
-        name=container.name,
-        restart_policy=container.restartPolicy,
-        resources=None if resources is None else api.ResourceRequirements(
-            requests=_strings(resources.requests), limits=_strings(resources.limits)),
-    )
-
-
-def _strings(quantities: _Quantities) -> dict[str, str]:
-    return {name: str(value) for name, value in quantities.items()}
-
-
 def pod_row(pod: Pod, now: datetime, *, wide: bool = False) -> list[str]:
-    statuses = pod.status.containerStatuses
+    statuses = pod.status.container_statuses
     total = max(len(pod.spec.containers), len(statuses))
     ready = sum(1 for s in statuses if s.ready)
     row = [
@@ -135,15 +110,15 @@ def pod_row(pod: Pod, now: datetime, *, wide: bool = False) -> list[str]:
         pod.metadata.name,
         f"{ready}/{total}",
         pod_status(pod),
-        str(sum(s.restartCount for s in statuses)),
+        str(sum(s.restart_count for s in statuses)),
         pod_age(pod, now),
     ]
     if wide:
         cpu, memory = pod_resources(pod)
         row += [
-            pod.status.podIP or NONE,
-            pod.spec.nodeName or NONE,
-            pod.status.qosClass or NONE,
+            pod.status.pod_ip or NONE,
+            pod.spec.node_name or NONE,
+            pod.status.qos_class or NONE,
             cpu,
             memory,
             last_state(pod, now),

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from pykubelet.messages.events import Event, EventList
 from pykubelet.messages.supervision import ActorSnapshot
-
-from ._objects import Event, EventList
 
 STATE_STYLES = {"running": "green", "restarting": "yellow", "failed": "bold red", "stopped": "dim"}
 
@@ -94,34 +94,50 @@ def age(timestamp: str | None, now: datetime) -> str:
 
 def event_object(event: Event) -> str:
     """The OBJECT column: kind/name as kubectl writes it, then the field path if any."""
-    ref = event.involvedObject
+    ref = event.involved_object
     name = f"{ref.kind.lower() or 'pod'}/{ref.name}"
-    return f"{name}/{ref.fieldPath}" if ref.fieldPath else name
+    return f"{name}/{ref.field_path}" if ref.field_path else name
 
 
-def render_events(events: EventList, now: datetime, *, all_namespaces: bool = True) -> RenderableType:
-    """kubectl get events (-A adds NAMESPACE), with the count as a column; oldest first."""
+# The MESSAGE column is given what the other columns leave of the terminal, but never less
+# than this: below it a message would be a column of single words.
+MESSAGE_MIN_WIDTH = 20
+_GAP = 2  # rich's Table with box=None and pad_edge=False: one space either side of a cell
+
+
+def render_events(events: EventList, now: datetime, *, all_namespaces: bool = True,
+                  width: int | None = None) -> RenderableType:
+    """kubectl get events (-A adds NAMESPACE), with the count as a column; oldest first.
+
+    `width` is the terminal's (None: no limit, a message on one line). Every column keeps
+    its cells whole; only MESSAGE gives way, wrapped within what the others leave (at least
+    MESSAGE_MIN_WIDTH: when even that does not fit, the terminal wraps the line)."""
     if not events.items:
         return Text("No events.")
-    table = Table(box=None, pad_edge=False, header_style="bold")
     columns = ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE", "COUNT"]
     if all_namespaces:
         columns.insert(0, "NAMESPACE")
-    for column in columns:
-        table.add_column(column, no_wrap=column != "MESSAGE")
-    ordered = sorted(events.items, key=lambda e: e.lastTimestamp or e.firstTimestamp or "")
+    ordered = sorted(events.items, key=lambda e: e.last_timestamp or e.first_timestamp or "")
+    rows = []
     for event in ordered:
-        row = [
-            age(event.lastTimestamp or event.firstTimestamp, now),
-            Text(event.type, style="yellow" if event.type == "Warning" else ""),
-            event.reason,
-            event_object(event),
-            event.message,
-            str(event.count),
-        ]
+        row = [age(event.last_timestamp or event.first_timestamp, now), event.type, event.reason,
+               event_object(event), event.message, str(event.count)]
         if all_namespaces:
-            row.insert(0, event.involvedObject.namespace)
-        table.add_row(*row)
+            row.insert(0, event.involved_object.namespace)
+        rows.append(row)
+    widths = [max(cell_len(cell) for cell in column) for column in zip(columns, *rows)]
+    message = columns.index("MESSAGE")
+    others = sum(widths) - widths[message] + _GAP * (len(columns) - 1)
+    if width is not None:
+        widths[message] = min(widths[message], max(MESSAGE_MIN_WIDTH, width - others))
+    table = Table(box=None, pad_edge=False, header_style="bold", width=others + widths[message])
+    for column, cells in zip(columns, widths):
+        wraps = column == "MESSAGE"
+        table.add_column(column, width=cells, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis")
+    for row in rows:
+        cells = [Text(cell) for cell in row]  # Text: a message is no markup
+        cells[columns.index("TYPE")].stylize("yellow" if row[columns.index("TYPE")] == "Warning" else "")
+        table.add_row(*cells)
     return table
 
 

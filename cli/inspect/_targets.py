@@ -3,8 +3,9 @@ functions, kubectl's rules and messages, plus the static pod's name without its 
 
 from __future__ import annotations
 
+from pykubelet.messages.pod import Pod, PodList
+
 from ._client import InspectError
-from ._objects import Pod, PodList
 
 
 def find_pod(pods: PodList, name: str, namespace: str) -> Pod:
@@ -36,7 +37,7 @@ def choose_container(pod: Pod, container: str | None) -> str:
     """`container` if the pod has it; without one, the pod's only container (kubectl logs:
     a pod with several needs -c, and the error lists them)."""
     names = [c.name for c in pod.spec.containers]
-    inits = [c.name for c in pod.spec.initContainers]
+    inits = [c.name for c in pod.spec.init_containers]
     if container is not None:
         if container in names or container in inits:
             return container

@@ -1,14 +1,13 @@
 """CriClient: the kubelet's typed async port to a CRI runtime (RuntimeService + ImageService).
 
-grpc.aio over a unix socket, called from trio through trio-asyncio: the caller must already
-run inside `async with trio_asyncio.open_loop():` (the kubelet opens it once at the root).
-Each call gets a deadline, is recorded in RuntimeOperationMetrics under the Go kubelet's
-operation_type names, and fails with a typed CriError (see errors.py).
+grpc.aio over a unix socket, on the process's grpc loop thread (ports/grpc_loop.py), called
+from trio with one wake-up per answer. Each call gets a deadline, is recorded in
+RuntimeOperationMetrics under the Go kubelet's operation_type names, and fails with a typed
+CriError (see errors.py); nothing of asyncio (its CancelledError included) gets past it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -16,9 +15,9 @@ from typing import Any, TypeVar
 
 import grpc
 import trio
-import trio_asyncio
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
+from .. import grpc_loop
 from .errors import CommandTimedOut, CriError, NotCriRuntime, RuntimeUnavailable, classify
 from .metrics import RuntimeOperationMetrics
 from .types import ExecSyncResult, RuntimeCondition, RuntimeStatus, RuntimeVersion
@@ -44,6 +43,11 @@ _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 3000),
     ("grpc.min_reconnect_backoff_ms", 5000),
+    # A channel of its own connection: grpc-core otherwise shares one subchannel among the
+    # channels to an address, so the runtime link's new channel after an outage inherited
+    # the old one's reconnect back-off on top of the link's own (up to 6 s after
+    # containerd was back instead of 3 s).
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 
 
@@ -69,9 +73,8 @@ def normalize_endpoint(endpoint: str) -> str:
 class CriClient:
     """A connection to one CRI runtime. Use as `async with CriClient(...) as cri:`.
 
-    Call only from trio code running inside `trio_asyncio.open_loop()`. Calls are safe to
-    make concurrently from several trio tasks; cancelling the calling trio task cancels the
-    RPC.
+    Call from trio code. Calls are safe to make concurrently from several trio tasks;
+    cancelling the calling trio task cancels the RPC.
     """
 
     def __init__(
@@ -94,7 +97,7 @@ class CriClient:
         """Open the channel and do the CRI v1 Version handshake (RuntimeUnavailable,
         NotCriRuntime or RuntimeTimeout when the endpoint is not a working CRI runtime)."""
         if self._channel is None:
-            self._channel = await trio_asyncio.aio_as_trio(self._open_channel)()
+            self._channel = await grpc_loop.run(self._open_channel)
             self._runtime = api_pb2_grpc.RuntimeServiceStub(self._channel)
             self._images = api_pb2_grpc.ImageServiceStub(self._channel)
         try:
@@ -111,7 +114,7 @@ class CriClient:
         self._runtime = self._images = None
         if channel is not None:
             with trio.CancelScope(shield=True):  # also closes when the caller is cancelled
-                await trio_asyncio.aio_as_trio(channel.close)()
+                await grpc_loop.run(channel.close)
 
     async def __aenter__(self) -> CriClient:
         await self.connect()
@@ -376,32 +379,27 @@ class CriClient:
         operation, recorded when it ends (as the Go kubelet records it).
         """
         operation = "get_container_events"
-        call = await trio_asyncio.aio_as_trio(_open_stream)(
-            self._rt().GetContainerEvents, api_pb2.GetEventsRequest()
-        )
+        channel = self._channel
+        call = await grpc_loop.run(_open_stream, self._rt().GetContainerEvents, api_pb2.GetEventsRequest())
         started = time.perf_counter()
         failed = False
         try:
             while True:
-                # One asyncio read per message: a cancelled trio task cancels the read, and
-                # grpc.aio cancels the call with it.
+                # One read on the loop per message: a cancelled trio task cancels the read,
+                # and grpc.aio cancels the call with it.
                 try:
-                    event = await trio_asyncio.aio_as_trio(call.read)()
-                except grpc.aio.AioRpcError as error:
+                    event = await grpc_loop.run(_read, call, channel)
+                except _RpcFailed as failure:
                     failed = True
-                    raise classify(
-                        error.code(), error.details() or "",
-                        endpoint=self.endpoint, operation=operation, timeout=None,
-                        connected=self._connected(),
-                    ) from error
-                except asyncio.CancelledError as cancelled:
+                    raise failure.classify(self.endpoint, operation, timeout=None) from failure.error
+                except grpc_loop.CancelledOnLoop as cancelled:
                     failed = True
                     raise self._closed_during(operation) from cancelled
                 if event is grpc.aio.EOF:
                     return
                 yield event
         finally:
-            call.cancel()  # a no-op once the stream ended; otherwise tells the runtime
+            grpc_loop.call_soon(call.cancel)  # a no-op once the stream ended; otherwise tells the runtime
             if self.metrics is not None:
                 self.metrics.record(operation, time.perf_counter() - started, failed=failed)
 
@@ -464,24 +462,16 @@ class CriClient:
         started = time.perf_counter()
         failed = True
         try:
-            response = await trio_asyncio.aio_as_trio(_invoke)(rpc, request, deadline)
+            response = await grpc_loop.run(_invoke, rpc, request, deadline, self._channel)
             failed = False
             return response
-        except grpc.aio.AioRpcError as error:
-            raise classify(
-                error.code(), error.details() or "",
-                endpoint=self.endpoint, operation=operation, timeout=deadline,
-                connected=self._connected(),
-            ) from error
-        except asyncio.CancelledError as cancelled:
+        except _RpcFailed as failure:
+            raise failure.classify(self.endpoint, operation, timeout=deadline) from failure.error
+        except grpc_loop.CancelledOnLoop as cancelled:
             raise self._closed_during(operation) from cancelled
         finally:
             if self.metrics is not None:
                 self.metrics.record(operation, time.perf_counter() - started, failed=failed)
-
-    def _connected(self) -> bool:
-        channel = self._channel
-        return channel is not None and channel.get_state() == grpc.ChannelConnectivity.READY
 
     def _rt(self) -> api_pb2_grpc.RuntimeServiceStub:
         if self._runtime is None:
@@ -495,9 +485,8 @@ class CriClient:
 
     def _closed_during(self, operation: str) -> RuntimeUnavailable:
         # grpc.aio cancels the calls in flight when the channel closes (the runtime link
-        # ending its session), and trio_asyncio hands that on as asyncio's CancelledError,
-        # which is not trio's and which no caller expects: make it a failed call. (A
-        # cancelled trio task gets trio.Cancelled here, never this.)
+        # ending its session); the grpc loop hands that on as CancelledOnLoop: a failed
+        # call. (A cancelled trio task gets trio.Cancelled, never this.)
         return RuntimeUnavailable(
             endpoint=self.endpoint, operation=operation, detail="the connection was closed during the call"
         )
@@ -510,12 +499,45 @@ class CriClient:
         return RuntimeError(f"CriClient({self.endpoint}) is not connected: call connect()")
 
 
-async def _invoke(rpc: Callable[..., Awaitable[T]], request: Any, timeout: float | None) -> T:
-    # Runs on the asyncio side. wait_for_ready=False: fail at once with UNAVAILABLE when the
-    # runtime is not there, instead of queueing the call until its deadline.
-    return await rpc(request, timeout=timeout, wait_for_ready=False)
+class _RpcFailed(Exception):
+    """A call's gRPC error status, with whether the channel was connected when it failed
+    (read on the loop, beside the channel)."""
+
+    def __init__(self, error: grpc.aio.AioRpcError, connected: bool) -> None:
+        super().__init__(error)
+        self.error = error
+        self.connected = connected
+
+    def classify(self, endpoint: str, operation: str, *, timeout: float | None) -> CriError:
+        return classify(
+            self.error.code(), self.error.details() or "",
+            endpoint=endpoint, operation=operation, timeout=timeout, connected=self.connected,
+        )
+
+
+def _failed(error: grpc.aio.AioRpcError, channel: grpc.aio.Channel | None) -> _RpcFailed:
+    connected = channel is not None and channel.get_state() == grpc.ChannelConnectivity.READY
+    return _RpcFailed(error, connected)
+
+
+async def _invoke(
+    rpc: Callable[..., Awaitable[T]], request: Any, timeout: float | None, channel: grpc.aio.Channel | None
+) -> T:
+    # On the loop. wait_for_ready=False: fail at once with UNAVAILABLE when the runtime is
+    # not there, instead of queueing the call until its deadline.
+    try:
+        return await rpc(request, timeout=timeout, wait_for_ready=False)
+    except grpc.aio.AioRpcError as error:
+        raise _failed(error, channel) from None
 
 
 async def _open_stream(rpc: Callable[..., Any], request: Any) -> Any:
-    # grpc.aio starts the call on the running asyncio loop, so create it on the asyncio side.
+    # grpc.aio starts the call on the running asyncio loop, so create it on the loop.
     return rpc(request, timeout=None, wait_for_ready=False)
+
+
+async def _read(call: Any, channel: grpc.aio.Channel | None) -> Any:
+    try:
+        return await call.read()
+    except grpc.aio.AioRpcError as error:
+        raise _failed(error, channel) from None

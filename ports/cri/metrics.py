@@ -36,9 +36,15 @@ class RuntimeOperationMetrics:
             buckets=RUNTIME_OPERATION_BUCKETS,
             registry=registry,
         )
+        self._series: dict[str, tuple[Counter, Histogram]] = {}
 
     def record(self, operation: str, seconds: float, *, failed: bool) -> None:
-        self.operations.labels(operation).inc()
-        self.duration.labels(operation).observe(seconds)
+        # The labelled series are looked up once per operation: every CRI call records. (An
+        # errors series appears with the first error, as the Go kubelet's.)
+        series = self._series.get(operation)
+        if series is None:
+            series = self._series[operation] = (self.operations.labels(operation), self.duration.labels(operation))
+        series[0].inc()
+        series[1].observe(seconds)
         if failed:
             self.errors.labels(operation).inc()

@@ -10,11 +10,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 
-import msgspec
 import trio
 from cri_api.v1 import api_pb2
 
-from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus, SandboxRuntimeStatus
+from pykubelet.messages.runtime import (
+    ContainerRuntimeStatus,
+    PodRuntimeStatus,
+    Relist,
+    RelistedContainer,
+    RelistedSandbox,
+    SandboxRuntimeStatus,
+)
 from pykubelet.pods.labels import (
     CONTAINER_HASH_ANNOTATION,
     CONTAINER_NAME_LABEL,
@@ -37,29 +43,6 @@ _CONTAINER_STATES = {
     api_pb2.CONTAINER_UNKNOWN: "unknown",
 }
 _MANAGED = {MANAGED_LABEL: "true"}
-
-
-class RelistedContainer(msgspec.Struct, frozen=True):
-    id: str
-    pod_uid: str
-    name: str
-    state: str
-
-
-class RelistedSandbox(msgspec.Struct, frozen=True):
-    id: str
-    pod_uid: str
-    name: str
-    namespace: str
-    ready: bool
-
-
-class Relist(msgspec.Struct, frozen=True):
-    sandboxes: list[RelistedSandbox]
-    containers: list[RelistedContainer]
-
-    def pod_uids(self) -> set[str]:
-        return {s.pod_uid for s in self.sandboxes} | {c.pod_uid for c in self.containers}
 
 
 def _seconds(nanoseconds: int) -> float | None:

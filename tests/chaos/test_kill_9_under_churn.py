@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.support.pods import TRAPPING_LOOP, container, phase, pod_manifest, pods, write_manifest
+from tests.chaos.workload import Churn, containers_by_pod, running_in_containerd
 
 PODS = int(os.environ.get("CHAOS_PODS", "10"))
 KILLS = int(os.environ.get("CHAOS_KILLS", "5"))
@@ -26,57 +26,15 @@ CONVERGE = 60.0  # seconds a restarted daemon may take to bring every pod Runnin
 pytestmark = [pytest.mark.containerd, pytest.mark.chaos]
 
 
-def manifest(name: str, revision: int) -> dict:
-    env = [{"name": "REVISION", "value": str(revision)}]  # an edit: a new config hash, a new pod
-    return pod_manifest(name, [container("c", TRAPPING_LOOP, env=env)], terminationGracePeriodSeconds=1)
-
-
-def containers_by_pod(daemon) -> dict[str, tuple[str, str, int]]:
-    """Running pods: name -> (container ID, started at, restart count)."""
-    found = {}
-    for name, pod in pods(daemon).items():
-        statuses = pod.get("status", {}).get("containerStatuses") or []
-        if phase("Running")(pod) and statuses and statuses[0].get("state", {}).get("running"):
-            status = statuses[0]
-            found[name] = (status["containerID"], status["state"]["running"]["startedAt"], status["restartCount"])
-    return found
-
-
-def running_in_containerd(containerd) -> list[str]:
-    out = containerd.ctr("containers", "list", "-q", 'labels."io.cri-containerd.kind"==container')
-    ids = [line.strip() for line in out.splitlines() if line.strip()]
-    tasks = containerd.ctr("tasks", "list", "-q")
-    running = {line.split()[0] for line in tasks.splitlines() if line.strip()}
-    return [cid for cid in ids if cid in running]
-
-
 def test_kill_9_at_random_moments_under_churn_loses_and_restarts_nothing(containerd, manifests, start_daemon):
-    rng = random.Random(SEED)
-    revisions = {f"p{i}": 0 for i in range(PODS)}
-    for name, revision in revisions.items():
-        write_manifest(manifests, manifest(name, revision))
+    workload = Churn(manifests, random.Random(SEED), PODS)
+    rng, revisions = workload.rng, workload.revisions
     daemon = start_daemon(containerd.endpoint)
     daemon.wait_for(lambda: set(containers_by_pod(daemon)) == set(revisions), "every pod Running", timeout=CONVERGE)
-    next_pod = PODS
     converge_times = []
     for kill in range(KILLS):
         stable = containers_by_pod(daemon)
-        touched = set()
-        for _ in range(rng.randint(1, 3)):  # churn: add, edit or remove a pod
-            action = rng.choice(["add", "edit", "remove"] if len(revisions) > 2 else ["add"])
-            if action == "add":
-                name, next_pod = f"p{next_pod}", next_pod + 1
-                revisions[name] = 0
-                write_manifest(manifests, manifest(name, 0))
-            else:
-                name = rng.choice(sorted(revisions))
-                if action == "edit":
-                    revisions[name] += 1
-                    write_manifest(manifests, manifest(name, revisions[name]))
-                else:
-                    del revisions[name]
-                    os.unlink(manifests / f"{name}.json")
-            touched.add(name)
+        touched = workload.steps()  # churn: add, edit or remove a pod
         time.sleep(rng.uniform(0.0, 1.5))  # the kill lands mid-start, mid-termination or at rest
         daemon.process.send_signal(signal.SIGKILL)
         daemon.process.wait(timeout=10)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 import trio
-import trio_asyncio
+from pykubelet.ports import grpc_loop
 from cri_api.v1 import api_pb2
 
 from pykubelet.ports.cri import (
@@ -210,7 +210,7 @@ async def test_each_call_counts_under_the_go_kubelet_operation_type(cri: CriClie
 
 @pytest.mark.containerd
 async def test_killed_runtime_is_unavailable_then_answers_again_after_restart(
-    fresh_containerd, trio_asyncio_loop
+    fresh_containerd
 ) -> None:
     async with CriClient(fresh_containerd.endpoint, request_timeout=5) as client:
         sandbox_id = await client.run_pod_sandbox(host_network_sandbox("survivor"))
@@ -236,11 +236,29 @@ async def test_killed_runtime_is_unavailable_then_answers_again_after_restart(
         assert sandbox.status.state == api_pb2.SANDBOX_READY
 
 
+@pytest.mark.containerd
+async def test_a_new_client_connects_at_once_once_the_runtime_is_back(fresh_containerd, trio_asyncio_loop) -> None:
+    """The runtime link opens a new client for each attempt during an outage. The one after
+    the runtime is back must connect at once: grpc-core shares one connection per address
+    among channels unless told not to, and the new channel then inherited the reconnect
+    back-off the earlier ones built up (the link reconnected up to 6 s after containerd was
+    back; found restarting containerd under load, tests/chaos/test_containerd_restart.py)."""
+    fresh_containerd.kill()
+    for _ in range(10):  # what the runtime link does while the runtime is away
+        with pytest.raises(RuntimeUnavailable):
+            async with CriClient(fresh_containerd.endpoint, request_timeout=5):
+                pass
+        await trio.sleep(0.3)
+    fresh_containerd.restart()
+    async with CriClient(fresh_containerd.endpoint, request_timeout=5) as client:
+        assert client.runtime_version.runtime_name == "containerd"
+
+
 # -- endpoints that are not a CRI runtime ------------------------------------------------
 
 
 async def test_missing_socket_raises_runtime_unavailable_naming_the_path(
-    trio_asyncio_loop, short_dir: str
+    short_dir: str
 ) -> None:
     path = os.path.join(short_dir, "nothing-here.sock")
     client = CriClient(path, request_timeout=5)
@@ -254,7 +272,7 @@ async def test_missing_socket_raises_runtime_unavailable_naming_the_path(
     assert "--container-runtime-endpoint" in message
 
 
-async def test_plain_grpc_server_is_not_a_cri_runtime(trio_asyncio_loop, short_dir: str) -> None:
+async def test_plain_grpc_server_is_not_a_cri_runtime(short_dir: str) -> None:
     path = os.path.join(short_dir, "plain-grpc.sock")
 
     async def start_server() -> grpc.aio.Server:
@@ -263,17 +281,17 @@ async def test_plain_grpc_server_is_not_a_cri_runtime(trio_asyncio_loop, short_d
         await server.start()
         return server
 
-    server = await trio_asyncio.aio_as_trio(start_server)()
+    server = await grpc_loop.run(start_server)
     try:
         with pytest.raises(NotCriRuntime) as not_cri:
             await CriClient(path, request_timeout=5).connect()
         assert f"unix://{path} answers but is not a CRI v1 runtime" in str(not_cri.value)
     finally:
-        await trio_asyncio.aio_as_trio(server.stop)(None)
+        await grpc_loop.run(server.stop, None)
 
 
 async def test_http_server_on_the_socket_is_not_a_cri_runtime(
-    trio_asyncio_loop, short_dir: str
+    short_dir: str
 ) -> None:
     path = os.path.join(short_dir, "http.sock")
     listener = trio.socket.socket(trio.socket.AF_UNIX)
@@ -297,7 +315,7 @@ async def test_http_server_on_the_socket_is_not_a_cri_runtime(
 
 
 async def test_silent_socket_fails_within_the_request_timeout(
-    trio_asyncio_loop, short_dir: str
+    short_dir: str
 ) -> None:
     path = os.path.join(short_dir, "silent.sock")
     listener = socket.socket(socket.AF_UNIX)

@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 import trio
-import trio_asyncio
+from pykubelet.ports import grpc_loop
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
 from pykubelet.embedded_runtime import EmbeddedRuntimeError, ensure_running, launcher
@@ -331,14 +331,16 @@ async def test_container_events_and_reopened_log(
         channel = grpc.aio.insecure_channel(embedded_runtime.endpoint)
         return channel, api_pb2_grpc.RuntimeServiceStub(channel)
 
-    channel, stub = await trio_asyncio.aio_as_trio(open_stub)()
+    channel, stub = await grpc_loop.run(open_stub)
     events: list[api_pb2.ContainerEventResponse] = []
 
     async def collect():
         async for event in stub.GetContainerEvents(api_pb2.GetEventsRequest()):
             events.append(event)
 
-    collector = trio_asyncio.aio_as_trio(collect)
+    async def collector():
+        await grpc_loop.run(collect)
+
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(collector)
@@ -350,7 +352,8 @@ async def test_container_events_and_reopened_log(
             log_file = Path(logs, "main/0.log")
             await trio.sleep(0.3)
             os.rename(log_file, log_file.with_suffix(".rotated"))
-            await trio_asyncio.aio_as_trio(stub.ReopenContainerLog)(
+            await grpc_loop.run(
+                stub.ReopenContainerLog,
                 api_pb2.ReopenContainerLogRequest(container_id=container_id)
             )
             await trio.sleep(0.3)
@@ -359,7 +362,7 @@ async def test_container_events_and_reopened_log(
             await trio.sleep(0.1)
             nursery.cancel_scope.cancel()
     finally:
-        await trio_asyncio.aio_as_trio(channel.close)()
+        await grpc_loop.run(channel.close)
 
     kinds = [(e.container_id, e.container_event_type) for e in events if e.container_id == container_id]
     assert kinds == [
@@ -427,7 +430,7 @@ def test_runtime_that_cannot_start_names_its_log(tmp_path: Path) -> None:
 
 
 async def test_killed_runtime_restarts_and_adopts_the_running_container(
-    embedded_runtime: EmbeddedRuntimeInstance, trio_asyncio_loop
+    embedded_runtime: EmbeddedRuntimeInstance
 ) -> None:
     logs = os.path.join(embedded_runtime.root, "pods", "adopt")
     async with CriClient(embedded_runtime.endpoint, request_timeout=10) as cri:
@@ -466,7 +469,7 @@ async def test_killed_runtime_restarts_and_adopts_the_running_container(
 
 
 async def test_runtime_sigterm_leaves_containers_running(
-    embedded_runtime: EmbeddedRuntimeInstance, trio_asyncio_loop
+    embedded_runtime: EmbeddedRuntimeInstance
 ) -> None:
     async with CriClient(embedded_runtime.endpoint, request_timeout=10) as cri:
         _, container_id = await run_container(cri, "survive", TRAPPING_LOOP)

@@ -147,7 +147,7 @@ def build_unused_image(path: Path) -> Path:
 
 @pytest.mark.containerd
 async def test_image_round_removes_an_unused_image_and_keeps_those_in_use(
-    fresh_containerd, trio_asyncio_loop, tmp_path
+    fresh_containerd, tmp_path
 ):
     # A containerd of its own: with thresholds at 0 this round removes every unused image.
     containerd = fresh_containerd

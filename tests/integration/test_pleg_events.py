@@ -7,18 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
-import shutil
-import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import grpc
 import pytest
 import trio
-import trio_asyncio
 from cri_api.v1 import api_pb2, api_pb2_grpc
 from prometheus_client import CollectorRegistry
 
@@ -27,10 +22,12 @@ from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, pleg_a
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod_updates import PlegEvent
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, MANAGED_LABEL, POD_NAME_LABEL, POD_UID_LABEL
+from pykubelet.ports import grpc_loop
 from pykubelet.ports.cri import CriClient, EventsUnsupported, RuntimeUnavailable
 from pykubelet.supervisor import ChildSpec
 from tests.support.actors import Inbox, running
 from tests.support.containerd import BUSYBOX_IMAGE
+from tests.support.fake_runtime import serve_runtime
 
 TRAPPING_LOOP = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.1; done"]
 
@@ -220,25 +217,11 @@ class EndlessEvents(api_pb2_grpc.RuntimeServiceServicer):
 
 
 @pytest.fixture
-async def endless(trio_asyncio_loop) -> AsyncIterator[tuple[EndlessEvents, str]]:
+async def endless() -> AsyncIterator[tuple[EndlessEvents, str]]:
     """An EndlessEvents runtime on a socket: (the servicer, the socket path)."""
-    directory = tempfile.mkdtemp(prefix="pykt-ev-", dir="/tmp")
-    path = os.path.join(directory, "cri.sock")
     runtime = EndlessEvents()
-
-    async def start_server() -> grpc.aio.Server:
-        server = grpc.aio.server()
-        api_pb2_grpc.add_RuntimeServiceServicer_to_server(runtime, server)
-        server.add_insecure_port(f"unix://{path}")
-        await server.start()
-        return server
-
-    server = await trio_asyncio.aio_as_trio(start_server)()
-    try:
+    async with serve_runtime(runtime) as path:
         yield runtime, path
-    finally:
-        await trio_asyncio.aio_as_trio(server.stop)(None)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 async def test_cancelling_the_reader_cancels_the_stream_in_the_runtime(endless) -> None:
@@ -250,7 +233,7 @@ async def test_cancelling_the_reader_cancels_the_stream_in_the_runtime(endless) 
                     assert event.container_id == "c1"
         assert reading.cancelled_caught
         with trio.fail_after(2):
-            await trio_asyncio.aio_as_trio(runtime.stream_ended.wait)()
+            await grpc_loop.run(runtime.stream_ended.wait)
         assert runtime.end == "cancelled by the client"
 
 

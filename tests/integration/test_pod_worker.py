@@ -62,6 +62,7 @@ async def running_ids(worker: PodWorker, uid: str) -> dict[str, str]:
 
 async def worker_deps(cri, containerd, tmp_path) -> PodWorkerDeps:
     handle = RuntimeHandle(containerd.endpoint)
+    handle.observe_network(await cri.status())  # as the runtime link does, before it attaches
     handle.attach(cri, await cri.version())
     return PodWorkerDeps(
         runtime=handle,

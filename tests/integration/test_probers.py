@@ -167,29 +167,29 @@ def grpc_port() -> Iterator[int]:
         yield port
 
 
-async def test_grpc_serving_is_success(grpc_port, trio_asyncio_loop):
+async def test_grpc_serving_is_success(grpc_port):
     assert await probe_grpc("127.0.0.1", grpc_port, "", 1) == ("success", "service healthy")
     assert await probe_grpc("127.0.0.1", grpc_port, "ok", 1) == ("success", "service healthy")
 
 
-async def test_grpc_not_serving_is_failure(grpc_port, trio_asyncio_loop):
+async def test_grpc_not_serving_is_failure(grpc_port):
     assert await probe_grpc("127.0.0.1", grpc_port, "down", 1) == (
         "failure", 'service unhealthy (responded with "NOT_SERVING")')
 
 
-async def test_grpc_unknown_service_is_failure(grpc_port, trio_asyncio_loop):
+async def test_grpc_unknown_service_is_failure(grpc_port):
     outcome, message = await probe_grpc("127.0.0.1", grpc_port, "nope", 1)
     assert outcome == "failure" and message == "error: health rpc probe failed: NOT_FOUND: unknown service"
 
 
-async def test_grpc_slow_check_is_a_timeout_failure(grpc_port, trio_asyncio_loop):
+async def test_grpc_slow_check_is_a_timeout_failure(grpc_port):
     started = time.monotonic()
     assert await probe_grpc("127.0.0.1", grpc_port, "slow", 1) == (
         "failure", "timeout: health rpc did not complete within 1s")
     assert time.monotonic() - started < 2
 
 
-async def test_grpc_nothing_listening_is_failure_within_the_timeout(trio_asyncio_loop):
+async def test_grpc_nothing_listening_is_failure_within_the_timeout():
     port = _closed_port()
     started = time.monotonic()
     assert await probe_grpc("127.0.0.1", port, "", 1) == (
@@ -197,7 +197,7 @@ async def test_grpc_nothing_listening_is_failure_within_the_timeout(trio_asyncio
     assert time.monotonic() - started < 2
 
 
-async def test_grpc_server_without_the_health_service_is_failure(trio_asyncio_loop):
+async def test_grpc_server_without_the_health_service_is_failure():
     with grpc_health_server.running("--no-health") as port:
         outcome, message = await probe_grpc("127.0.0.1", port, "", 1)
     assert outcome == "failure"
@@ -251,7 +251,7 @@ async def test_exec_in_a_missing_container_is_unknown(embedded_cri):
 # -- the probes subtree with the real handlers -------------------------------------------------------
 
 
-async def test_probes_subtree_probes_a_real_server_and_reports_to_the_sync_loop(http_port, trio_asyncio_loop):
+async def test_probes_subtree_probes_a_real_server_and_reports_to_the_sync_loop(http_port):
     results, inbox, holder = ProbeResults(), Inbox(), []
     pod = msgspec.convert({
         "metadata": {"name": "web", "namespace": "default", "uid": "u1"},

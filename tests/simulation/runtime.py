@@ -115,6 +115,8 @@ class SimRuntime:
     images: set[str] = field(default_factory=set)
     names: dict[str, str] = field(default_factory=dict)
     down: bool = False
+    # What Status reports for the pod network (containerd: NetworkReady=false without a CNI config).
+    network: RuntimeCondition = field(default_factory=lambda: RuntimeCondition(type="NetworkReady", status=True))
     pending_errors: list[InjectedError] = field(default_factory=list)
     hang_next_stop: bool = False
     # history, for the invariants
@@ -288,7 +290,7 @@ class SimCriClient:
 
     async def status(self, verbose: bool = False) -> RuntimeStatus:
         return await self._call("status", lambda: RuntimeStatus(conditions=[
-            RuntimeCondition(type="RuntimeReady", status=True), RuntimeCondition(type="NetworkReady", status=True),
+            RuntimeCondition(type="RuntimeReady", status=True), self._rt.network,
         ]))
 
     async def run_pod_sandbox(self, config: api_pb2.PodSandboxConfig, runtime_handler: str = "") -> str:

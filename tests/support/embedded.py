@@ -7,7 +7,7 @@ state records and from any process that still holds a file under the root dir).
 
 Fixtures (import them into the test module):
 - embedded_runtime  an EmbeddedRuntimeInstance, started; cleaned up after the test
-- embedded_cri      a CriClient connected to it (needs trio_asyncio_loop)
+- embedded_cri      a CriClient connected to it
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import trio_asyncio
 from prometheus_client import CollectorRegistry
 
 from pykubelet.embedded_runtime import launcher
@@ -141,7 +140,7 @@ def embedded_runtime() -> Iterator[EmbeddedRuntimeInstance]:
 
 @pytest.fixture
 async def embedded_cri(
-    embedded_runtime: EmbeddedRuntimeInstance, trio_asyncio_loop: trio_asyncio.TrioEventLoop
+    embedded_runtime: EmbeddedRuntimeInstance
 ) -> AsyncIterator[CriClient]:
     metrics = RuntimeOperationMetrics(CollectorRegistry())
     async with CriClient(

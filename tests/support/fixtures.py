@@ -4,7 +4,7 @@ them with `from tests.support.fixtures import *`).
 - containerd         session-wide PrivateContainerd with the busybox and pause images
 - clean_containerd   the same instance; removes every pod sandbox after the test
 - fresh_containerd   a PrivateContainerd of the test's own, for kill()/restart() tests
-- trio_asyncio_loop  an open trio-asyncio loop for the test (CriClient needs one)
+- containerd_without_network  one of the test's own with no CNI configuration (NetworkReady=false)
 - cri                a connected CriClient on clean_containerd, with its own metrics registry
 
 Without root, containerd, runc or busybox-static they skip with a reason that starts with
@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import trio_asyncio
 from prometheus_client import CollectorRegistry
 
 from pykubelet.ports.cri import CriClient, RuntimeOperationMetrics
@@ -28,17 +27,17 @@ from tests.support.containerd import (
     remove_all_pods,
 )
 
-__all__ = ["containerd", "clean_containerd", "fresh_containerd", "trio_asyncio_loop", "cri"]
+__all__ = ["containerd", "clean_containerd", "fresh_containerd", "containerd_without_network", "cri"]
 
 CRI_TEST_REQUEST_TIMEOUT = 10.0  # seconds; far above any call measured here (< 100 ms)
 
 
-def _started_containerd() -> Iterator[PrivateContainerd]:
+def _started_containerd(*, cni: bool = True) -> Iterator[PrivateContainerd]:
     try:
         check_prerequisites()
     except ContainerdUnavailable as missing:
         pytest.skip(str(missing))
-    instance = PrivateContainerd()
+    instance = PrivateContainerd(cni=cni)
     try:
         instance.start()
         build_and_import_images(instance)
@@ -75,30 +74,14 @@ def fresh_containerd() -> Iterator[PrivateContainerd]:
 
 
 @pytest.fixture
-async def trio_asyncio_loop() -> AsyncIterator[trio_asyncio.TrioEventLoop]:
-    """Runs the test inside `trio_asyncio.open_loop()`, which grpc.aio needs."""
-    async with trio_asyncio.open_loop() as loop:
-        loop.set_exception_handler(_ignore_grpc_poller_of_an_earlier_loop)
-        yield loop
-
-
-def _ignore_grpc_poller_of_an_earlier_loop(loop, context) -> None:
-    """grpc.aio binds its process-wide completion-queue poller to the loop of the latest
-    channel; an event for a channel of an earlier test can still reach the closed loop of
-    that test and fail this one. Only tests open one loop after another (the daemon runs
-    one loop for its whole life), so this one error is dropped here and nothing else."""
-    error = context.get("exception")
-    if isinstance(error, RuntimeError) and str(error) == "Event loop is closed" and "PollerCompletionQueue" in repr(
-        context.get("handle")
-    ):
-        return
-    loop.default_exception_handler(context)
+def containerd_without_network() -> Iterator[PrivateContainerd]:
+    """A private containerd for this test alone, started without a CNI configuration: it
+    reports NetworkReady=false until the test calls add_cni_config()."""
+    yield from _started_containerd(cni=False)
 
 
 @pytest.fixture
-async def cri(
-    clean_containerd: PrivateContainerd, trio_asyncio_loop: trio_asyncio.TrioEventLoop
-) -> AsyncIterator[CriClient]:
+async def cri(clean_containerd: PrivateContainerd) -> AsyncIterator[CriClient]:
     """A CriClient connected to the session containerd; `cri.metrics` has a fresh registry."""
     metrics = RuntimeOperationMetrics(CollectorRegistry())
     async with CriClient(

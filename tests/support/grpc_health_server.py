@@ -1,6 +1,6 @@
-"""A gRPC server implementing grpc.health.v1.Health/Check by hand, in its own process:
-sync grpc servers and grpc.aio clients in one process share grpc's completion-queue
-poller, which then posts events to the closed asyncio loop of an earlier test.
+"""A gRPC server implementing grpc.health.v1.Health/Check by hand, in its own process (a
+sync grpc server, with its slow "slow" answer on a thread pool, kept apart from the grpc.aio
+client of the probe under test, which runs on the process's grpc loop).
 
     python -m tests.support.grpc_health_server [--no-health]   # prints the port, serves until killed
 

@@ -63,6 +63,7 @@ class LocalApiServer:
         self.workdir = Path(tempfile.mkdtemp(prefix="pykubelet-apiserver-"))
         self.tls_dir = self.workdir / "tls"
         self.log_path = self.workdir / "apiserver.log"
+        self.data_path = self.workdir / "objects.jsonl"  # the stored objects, kept across restart()
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.control_port = 0
@@ -88,14 +89,41 @@ class LocalApiServer:
         }
         for name, data in files.items():
             (self.tls_dir / name).write_bytes(data)
+        self._spawn()
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the server process (its stored objects stay in its journal)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+    def terminate(self) -> None:
+        """End the server process cleanly (its stdin closed), keeping its stored objects."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(timeout=5)
+
+    def restart(self) -> None:
+        """Start the server again after kill() or terminate(): the same ports, CA and stored
+        objects, as a kube-apiserver restarted on its etcd. What the old process held only
+        in memory is gone: the watch history (a watch from an older version gets 410),
+        faults, the request log, tokens and grants added at run time, changed settings and
+        the key that signed service account tokens."""
+        if self.process is not None and self.process.poll() is None:
+            raise ApiServerError("the test API server is still running")
+        self._spawn(ports=["--port", str(self.port), "--control-port", str(self.control_port)])
+
+    def _spawn(self, ports: list[str] = ()) -> None:
         ready_file = self.workdir / "ready.json"
+        ready_file.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "tests.support.apiserver", "--tls-dir", str(self.tls_dir),
-                "--ready-file", str(ready_file), "--exit-on-stdin-eof"]
+                "--ready-file", str(ready_file), "--exit-on-stdin-eof", "--data-file", str(self.data_path), *ports]
         for flag, value in self.options.items():
             argv += [flag, value]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *filter(None, [env.get("PYTHONPATH")])])
-        log = open(self.log_path, "wb")
+        log = open(self.log_path, "ab")  # a restarted server adds to the first one's output
         try:
             self.process = subprocess.Popen(argv, cwd=PROJECT_ROOT, env=env, stdin=subprocess.PIPE,
                                             stdout=log, stderr=subprocess.STDOUT)
@@ -111,7 +139,9 @@ class LocalApiServer:
             time.sleep(0.02)
         ready = json.loads(ready_file.read_text())
         self.port, self.control_port = ready["api_port"], ready["control_port"]
-        return self
+        if self._control is not None:  # the old process's connection is gone
+            self._control.close()
+            self._control = None
 
     def stop(self) -> None:
         for client in self._clients:

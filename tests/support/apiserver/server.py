@@ -64,6 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--watch-timeout", type=float, default=Settings.watch_timeout)
     parser.add_argument("--field-validation", choices=("Strict", "Warn", "Ignore"), default=Settings.field_validation)
     parser.add_argument("--exit-on-stdin-eof", action="store_true")
+    parser.add_argument("--data-file", type=Path, help="journal of stored objects, read back at start")
     args = parser.parse_args(argv)
     if args.standalone is None and (args.tls_dir is None or args.ready_file is None):
         parser.error("--tls-dir and --ready-file are required (or --standalone DIR)")
@@ -122,7 +123,7 @@ async def serve(args: argparse.Namespace) -> None:
     ca = CertificateAuthority("", cert_pem=(tls_dir / CA_CERT).read_bytes(), key_pem=(tls_dir / CA_KEY).read_bytes())
     settings = Settings(history_window=args.history_window, bookmark_interval=args.bookmark_interval,
                         watch_timeout=args.watch_timeout, field_validation=args.field_validation)
-    store = Store(history_window=settings.history_window)
+    store = Store(history_window=settings.history_window, journal=args.data_file)
     api_listener = (await trio.open_tcp_listeners(args.port, host="127.0.0.1"))[0]
     control_listener = (await trio.open_tcp_listeners(args.control_port, host="127.0.0.1"))[0]
     api_port = api_listener.socket.getsockname()[1]

@@ -1,11 +1,15 @@
 """In-memory storage with etcd's versioning: one global resourceVersion counter bumped by
 every write, a bounded per-resource history of watch events (a watch from a version older
 than the history answers 410 Expired, as the watch cache does), and live watchers fed
-through trio memory channels. Single-threaded: the server's trio loop is its only user."""
+through trio memory channels. Single-threaded: the server's trio loop is its only user.
+With a journal, every write is appended to a file and a new server process reads it back
+(etcd's part in a restart of kube-apiserver)."""
 
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,7 +70,7 @@ class Expired(Exception):
 
 
 class Store:
-    def __init__(self, *, history_window: int = 1000, initial_rv: int = 1) -> None:
+    def __init__(self, *, history_window: int = 1000, initial_rv: int = 1, journal: Path | None = None) -> None:
         self.rv = initial_rv
         self.history_window = history_window
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
@@ -75,6 +79,41 @@ class Store:
         # an in-process run on a seeded scheduler (tests/simulation) replays identically.
         self._watchers: dict[str, dict[Watcher, None]] = {}
         self._advanced = trio.Event()
+        self._oldest = 0  # no watch may start below this version
+        self._journal = None
+        if journal is not None:
+            self._replay(journal)
+            self._journal = open(journal, "a")
+
+    def _replay(self, journal: Path) -> None:
+        """Read back the objects an earlier server process stored. Its watch history is
+        gone, as a restarted kube-apiserver's watch cache starts at the current version: a
+        watch from an older one gets 410."""
+        try:
+            lines = journal.read_text().splitlines()
+        except FileNotFoundError:
+            return
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                break  # the last line, half written when the process was killed
+            objects = self._objects.setdefault(entry["resource"], {})
+            if entry["type"] == "DELETED":
+                objects.pop(_key(entry["object"]), None)
+            else:
+                objects[_key(entry["object"])] = entry["object"]
+            self.rv = max(self.rv, entry["rv"])
+        self._oldest = self.rv
+
+    def _write_journal(self, resource: str, event: WatchEvent) -> None:
+        if self._journal is not None:
+            record = {"rv": event.rv, "resource": resource, "type": event.type, "object": event.obj}
+            self._journal.write(json.dumps(record) + "\n")
+            self._journal.flush()  # in the kernel's hands: a SIGKILL of this process loses nothing
+
+    def _history_of(self, resource: str) -> _History:
+        return self._history.setdefault(resource, _History(dropped_up_to=self._oldest))
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -129,7 +168,8 @@ class Store:
     # --- watch ---------------------------------------------------------------------------
 
     def _record(self, resource: str, event: WatchEvent) -> None:
-        history = self._history.setdefault(resource, _History())
+        self._write_journal(resource, event)
+        history = self._history_of(resource)
         history.events.append(event)
         while len(history.events) > self.history_window:
             history.dropped_up_to = history.events.popleft().rv
@@ -144,7 +184,7 @@ class Store:
 
     def events_since(self, resource: str, rv: int) -> list[WatchEvent]:
         """Events of a resource after rv; Expired when some of them are gone from history."""
-        history = self._history.setdefault(resource, _History())
+        history = self._history_of(resource)
         if rv < history.dropped_up_to:
             raise Expired(rv, history.dropped_up_to)
         return [e for e in history.events if e.rv > rv]
@@ -170,7 +210,7 @@ class Store:
         the open ones are ended (their watchers marked expired). Returns the new version."""
         rv = self._next_rv()
         for resource in set(self._history) | set(self._watchers) | set(self._objects):
-            history = self._history.setdefault(resource, _History())
+            history = self._history_of(resource)
             history.events.clear()
             history.dropped_up_to = rv
         for watchers in self._watchers.values():

@@ -156,6 +156,7 @@ class FakePodsApi:
 
 class Harness:
     def __init__(self, **settings: Any) -> None:
+        settings.setdefault("jitter_source", lambda: 0.0)  # exact back-off gaps; jitter has its test
         self.api = FakePodsApi()
         self.inbox = Inbox()
         self.specs = [
@@ -330,6 +331,17 @@ async def test_errors_back_off_from_half_a_second_doubling_to_30s_and_log_once(a
         assert len(warnings) == 2  # one per change of error, not one per attempt
         assert "500" in warnings[0] and "refused" in warnings[1]
         assert any("answers again" in r.getMessage() for r in caplog.records)
+
+
+async def test_each_back_off_is_stretched_by_up_to_half_its_delay(autojump_clock):
+    h = Harness(jitter_source=lambda: 0.5)  # a quarter: 0.5 s waits 0.625 s
+    async with running(*h.specs):
+        await trio.sleep(0.1)
+        h.api.watch_errors = [server_error() for _ in range(3)]
+        h.api.break_watches(server_error())
+        await trio.sleep(20)
+        watches = h.api.times("watch")
+        assert [round(b - a, 3) for a, b in zip(watches[:-1], watches[1:])] == [0.725, 1.25, 2.5, 5.0]
 
 
 async def test_the_back_off_resets_once_the_watch_delivers(autojump_clock):

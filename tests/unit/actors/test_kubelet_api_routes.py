@@ -11,7 +11,7 @@ from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.server.http import Request, Response
 from pykubelet.actors.server.kubelet_api import KubeletApiSources, kubelet_api, running_pods_from
 from pykubelet.messages.pod import pod_list
-from pykubelet.ports.cri.pods import Relist, RelistedContainer, RelistedSandbox
+from pykubelet.messages.runtime import Relist, RelistedContainer, RelistedSandbox
 
 
 def request(path: str, method: str = "GET") -> Request:

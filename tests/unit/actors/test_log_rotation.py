@@ -62,6 +62,7 @@ class FakeCri:
         self.status_delay = 0.0
         self.in_status = 0
         self.most_in_status = 0
+        self.status_calls: list[str] = []
 
     def container(self, cid: str, *, pod: str = "web", name: str = "app", restart_count: int = 0,
                   state: int = api_pb2.CONTAINER_RUNNING, managed: bool = True) -> Path:  # fmt: skip
@@ -94,6 +95,7 @@ class FakeCri:
         return found
 
     async def container_status(self, cid, verbose=False):
+        self.status_calls.append(cid)
         self.in_status += 1
         self.most_in_status = max(self.most_in_status, self.in_status)
         try:
@@ -165,6 +167,24 @@ async def test_a_log_at_max_size_is_rotated_and_reopened_every_interval(autojump
         assert h.cri.reopened == [("c1", 0), ("c1", 20)]
         assert files(log.parent) == ["0.log", f"0.log.{stamp(0)}.gz", f"0.log.{stamp(20)}"]
         assert h.metric("pykubelet_container_log_rotations_total") == 2
+
+
+async def test_a_running_containers_log_path_is_read_once_not_each_round(autojump_clock, tmp_path):
+    h = Harness(tmp_path, LogRotationSettings(max_size=1000, monitor_interval=10))
+    h.cri.container("c1")
+    async with running(h.spec):
+        await trio.sleep(35)  # rounds at 0, 10, 20, 30
+        assert h.cri.status_calls == ["c1"]
+        second = h.cri.container("c2", pod="db")
+        h.cri.write("c2", 10)
+        await trio.sleep(10)  # t=40: the new container's path is read, and its log rotated
+        assert h.cri.status_calls == ["c1", "c2"]
+        assert h.cri.reopened == [("c2", 40)] and files(second.parent) == ["0.log", f"0.log.{stamp(40)}"]
+        del h.cri.containers["c1"]  # gone: forgotten, and a container of that id later is read anew
+        await trio.sleep(10)
+        h.cri.container("c1", name="other")
+        await trio.sleep(10)
+        assert h.cri.status_calls == ["c1", "c2", "c1"]
 
 
 async def test_older_rotated_files_are_gzipped_and_at_most_max_files_exist(autojump_clock, tmp_path):

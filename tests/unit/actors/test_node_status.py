@@ -103,11 +103,9 @@ class FakeNodeApi:
 class FakeCri:
     endpoint = "unix:///fake.sock"
 
-    def __init__(self) -> None:
-        self.network = RuntimeCondition("NetworkReady", True)
 
-    async def status(self) -> RuntimeStatus:
-        return RuntimeStatus(conditions=[RuntimeCondition("RuntimeReady", True), self.network])
+def runtime_status(network: RuntimeCondition) -> RuntimeStatus:
+    return RuntimeStatus(conditions=[RuntimeCondition("RuntimeReady", True), network])
 
 
 class Harness:
@@ -119,6 +117,7 @@ class Harness:
         self.cri = FakeCri()
         self.runtime = RuntimeHandle(self.cri.endpoint)
         self.runtime.attach(self.cri, RuntimeVersion("containerd", "1.6.20", "v1", "0.1.0"))
+        self.runtime.observe_network(runtime_status(RuntimeCondition("NetworkReady", True)))  # as the runtime link does
         self.registered = RegisteredNode()
         self.settings = NodeStatusSettings(node_ip=("10.0.0.5",), kubelet_version="v1.36.0+pykubelet.0.1.0",
                                            **settings)  # fmt: skip
@@ -185,7 +184,8 @@ async def test_pleg_and_network_failures_make_the_node_not_ready_with_go_message
     async with running(h.spec):
         await trio.sleep(5)
         h.health.report("pleg", False, "PLEG is not healthy: pleg was last seen active 200s ago; threshold is 180s")
-        h.cri.network = RuntimeCondition("NetworkReady", False, "NetworkPluginNotReady", "cni plugin not initialized")
+        h.runtime.observe_network(runtime_status(
+            RuntimeCondition("NetworkReady", False, "NetworkPluginNotReady", "cni plugin not initialized")))
         await trio.sleep(10)
         assert h.api.ready()["message"] == (
             "[PLEG is not healthy: pleg was last seen active 200s ago; threshold is 180s, "

@@ -11,11 +11,12 @@ from cri_api.v1 import api_pb2
 from prometheus_client import CollectorRegistry
 
 from pykubelet.actors.health import HealthBoard
-from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, diff, event_to_pleg_events, pleg_actor
+from pykubelet.actors.pleg import PlegMetrics, PlegSettings, diff, event_to_pleg_events, pleg_actor
+from pykubelet.actors.runtime_pods import RuntimeIndex, RuntimePods
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod_updates import PlegEvent
+from pykubelet.messages.runtime import Relist, RelistedContainer, RelistedSandbox
 from pykubelet.ports.cri import CriCallError, EventsUnsupported, RuntimeVersion
-from pykubelet.ports.cri.pods import Relist, RelistedContainer, RelistedSandbox
 from pykubelet.supervisor import ChildSpec
 from tests.support.actors import Inbox, running
 
@@ -116,8 +117,8 @@ def sandbox_event(kind: int, sid: str = "s1", labels: dict[str, str] = MANAGED, 
     ],
 )
 def test_container_event_becomes_pleg_event(before, kind, expected):
-    view = relist(before) if before is not None else None
-    _, events = event_to_pleg_events(view, container_event(kind))
+    index = RuntimeIndex(relist(before) if before is not None else None)
+    _, events = event_to_pleg_events(index, container_event(kind))
     assert [(e.type, e.container_id) for e in events] == expected
     assert all(e.pod_uid == "u" for e in events)
 
@@ -125,25 +126,29 @@ def test_container_event_becomes_pleg_event(before, kind, expected):
 @pytest.mark.parametrize("kind", [CREATED, STARTED, STOPPED])
 def test_events_of_unmanaged_containers_are_ignored(kind):
     view = relist({"c2": "running"})
-    after, events = event_to_pleg_events(view, container_event(kind, labels=UNMANAGED))
-    assert events == [] and after is view
+    index = RuntimeIndex(view)
+    changed, events = event_to_pleg_events(index, container_event(kind, labels=UNMANAGED))
+    assert events == [] and not changed and index.relist() is view
 
 
 def test_event_without_the_containers_status_is_left_to_the_relist():
-    after, events = event_to_pleg_events(None, container_event(STARTED, labels=None))
-    assert events == [] and after is None
+    index = RuntimeIndex()
+    changed, events = event_to_pleg_events(index, container_event(STARTED, labels=None))
+    assert events == [] and not changed and index.relist() == Relist(sandboxes=[], containers=[])
 
 
 def test_relist_after_an_event_does_not_report_the_same_transition():
-    view, events = event_to_pleg_events(relist({"c1": "running"}), container_event(STOPPED))
+    index = RuntimeIndex(relist({"c1": "running"}))
+    _, events = event_to_pleg_events(index, container_event(STOPPED))
     assert [e.type for e in events] == ["ContainerDied"]
-    assert diff(view, relist({"c1": "exited"})) == []
+    assert diff(index.relist(), relist({"c1": "exited"})) == []
 
 
 def test_event_keeps_the_containers_name_and_pod():
-    view, _ = event_to_pleg_events(None, container_event(STARTED))
-    assert view.containers == [RelistedContainer(id="c1", pod_uid="u", name="main", state="running")]
-    assert view.pod_uids() == {"u"}
+    index = RuntimeIndex()
+    event_to_pleg_events(index, container_event(STARTED))
+    assert index.relist().containers == [RelistedContainer(id="c1", pod_uid="u", name="main", state="running")]
+    assert index.relist().pod_uids() == {"u"} and index.holds("u")
 
 
 @pytest.mark.parametrize(
@@ -158,15 +163,18 @@ def test_event_keeps_the_containers_name_and_pod():
     ],
 )
 def test_sandbox_events_become_sandbox_changed(before, event, expected):
-    _, events = event_to_pleg_events(relist({}, before), event)
+    _, events = event_to_pleg_events(RuntimeIndex(relist({}, before)), event)
     assert [(e.type, e.container_id) for e in events] == expected
 
 
 def test_new_sandbox_from_an_event_is_in_the_view_for_housekeeping():
-    view, _ = event_to_pleg_events(None, sandbox_event(CREATED))
-    assert view.sandboxes == [RelistedSandbox(id="s1", pod_uid="u", name="p", namespace="ns", ready=True)]
-    view, _ = event_to_pleg_events(relist({}), sandbox_event(CREATED, labels=UNMANAGED))
-    assert view.sandboxes == []
+    index = RuntimeIndex()
+    event_to_pleg_events(index, sandbox_event(CREATED))
+    assert index.relist().sandboxes == [RelistedSandbox(id="s1", pod_uid="u", name="p", namespace="ns", ready=True)]
+    assert index.ready_pods() == 1
+    index = RuntimeIndex(relist({}))
+    event_to_pleg_events(index, sandbox_event(CREATED, labels=UNMANAGED))
+    assert index.relist().sandboxes == []
 
 
 # -- the actor: events first, the relist as the safety net ------------------------------
@@ -293,6 +301,19 @@ async def test_runtime_pods_holds_nothing_only_after_a_relist_that_covers_every_
     await trio.sleep(0.5)
     pods.relisted(relist({}), trio.current_time())  # began after it, and saw nothing: gone
     assert pods.holds_nothing_of("new")
+
+
+async def test_runtime_pods_answers_from_the_view_it_holds_now_not_an_earlier_one(autojump_clock):
+    pods = RuntimePods()
+    pods.relisted(relist({}), trio.current_time())
+    assert pods.holds_nothing_of("u")
+    pods.latest = relist({"c1": "running"})  # a runtime event's view: the pod's container appeared
+    assert not pods.holds_nothing_of("u")
+    pods.latest = Relist(sandboxes=[RelistedSandbox(id="s1", pod_uid="u", name="p", namespace="ns", ready=False)],
+                         containers=[])
+    assert not pods.holds_nothing_of("u")  # a sandbox alone counts too
+    pods.latest = relist({})
+    assert pods.holds_nothing_of("u")
 
 
 async def test_runtime_pods_follows_the_pleg_relists(autojump_clock):

@@ -16,7 +16,8 @@ import trio
 
 from tests.support.api_fakes import api_error
 from pykubelet.actors.pod_statuses import PodStatuses
-from pykubelet.actors.status_manager import WRITERS, pod_path, status_manager_actor
+from pykubelet.actors.status_manager import status_manager_actor
+from pykubelet.actors.status_sync import WRITERS, pod_path
 from pykubelet.messages.pod_status_reports import PodStatusChanged, PodTerminated, StatusManagerMessage
 from pykubelet.messages.pod import (
     ContainerState,
@@ -197,10 +198,35 @@ async def test_a_status_change_is_seen_within_a_poll_or_at_once_on_a_message(aut
         await trio.sleep(0.01)
         assert h.api.verbs(since=1) == [(3, "PATCH", "status")]
         assert h.api_status("web")["conditions"][0]["status"] == "True"
-        # Without a message the board is still read every period.
+        # Without a message the board is still read every period, on the whole look's own
+        # schedule (t=0, 10, ...), which messages between do not put off.
         h.board.set(board_pod("web"), status(ready=False))
         await trio.sleep(10)
-        assert h.api.verbs(since=4) == [(13, "PATCH", "status")]
+        assert h.api.verbs(since=4) == [(10, "PATCH", "status")]
+
+
+async def test_a_message_looks_at_the_pods_it_names_alone_and_the_rest_waits_for_the_whole_look(autojump_clock):
+    h = Harness(mailbox=True, poll=None, period=10.0)
+    for name in ("a", "b"):
+        h.api.create(name)
+        h.board.set(board_pod(name), status(ready=False))
+    async with running(h.spec) as tree:
+        await trio.sleep(3)
+        assert sorted(h.api.verbs()) == [(0, "GET", "a"), (0, "GET", "b"), (0, "PATCH", "status"), (0, "PATCH", "status")]
+        h.board.set(board_pod("a"), status(ready=True))
+        h.board.set(board_pod("b"), status(ready=True))  # no message names b
+        await tree.registry.lookup("root/status-manager").send(PodStatusChanged(pod_uid="uid-a"))
+        await trio.sleep(0.01)
+        assert [body["metadata"]["uid"] for body in h.api.bodies("PATCH")[2:]] == ["uid-a"]
+        await trio.sleep(7)  # t=10: the whole look
+        assert [body["metadata"]["uid"] for body in h.api.bodies("PATCH")[2:]] == ["uid-a", "uid-b"]
+        assert h.api.verbs(since=4) == [(10, "PATCH", "status")]
+        # A pod that left the board, named by a message, is let go at once (deleted: it was being deleted).
+        h.api.pods["b"]["metadata"]["deletionTimestamp"] = DELETING
+        h.board.remove("uid-b")
+        await tree.registry.lookup("root/status-manager").send(PodStatusChanged(pod_uid="uid-b"))
+        await trio.sleep(0.01)
+        assert h.api.verbs(since=10.005)[-1][1:] == ("DELETE", "b") and "b" not in h.api.pods
 
 
 async def test_a_slow_api_server_gets_several_pods_at_once_but_never_more_than_writers(autojump_clock):

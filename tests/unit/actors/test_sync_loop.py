@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.pleg import RuntimePods
 from pykubelet.actors.pod_statuses import PodStatuses
-from pykubelet.actors.sync_loop import SyncLoopSettings, sync_loop_actor
+from pykubelet.actors.sync_loop import NodeView, SyncLoopSettings, sync_loop_actor
 from pykubelet.messages.pod import Pod
 from pykubelet.messages.pod_updates import (
     ObjectsChanged,
@@ -23,7 +23,7 @@ from pykubelet.messages.pod_updates import (
     SyncPod,
     TerminatePod,
 )
-from pykubelet.ports.cri.pods import Relist, RelistedSandbox
+from pykubelet.messages.runtime import Relist, RelistedSandbox
 from pykubelet.supervisor import ChildSpec, MailboxSpec, Supervisor
 
 
@@ -36,7 +36,7 @@ def pod(uid: str, image: str = "busybox") -> Pod:
 
 
 class Node:
-    def __init__(self, max_pods: int = 110) -> None:
+    def __init__(self, max_pods: int = 110, terminate_unwanted: bool = True, allocatable: dict | None = None) -> None:
         self.seen: list[tuple[str, str, str]] = []  # (uid, what, detail)
         self.terminations: list[TerminatePod] = []
         self.free = trio.Event()
@@ -44,7 +44,8 @@ class Node:
         self.statuses = PodStatuses()
         self.runtime_pods = RuntimePods()
         self.events = EventRecorder(CollectorRegistry(), host="node-1")
-        settings = SyncLoopSettings(sync_frequency=60, max_pods=max_pods)
+        settings = SyncLoopSettings(sync_frequency=60, max_pods=max_pods, terminate_unwanted=terminate_unwanted,
+                                    node=NodeView(allocatable=allocatable or {}))
 
         def worker_actor(uid: str, spec: Pod | None):
             async def run(ctx):
@@ -133,6 +134,19 @@ async def test_orphans_are_terminated_only_after_sources_are_ready(node, autojum
     assert node.take() == []
 
 
+async def test_without_terminate_unwanted_orphans_are_left_alone_runonce(nursery, autojump_clock):
+    node = Node(terminate_unwanted=False)
+    await nursery.start(node.tree.run)
+    node.runtime_pods.latest = Relist(
+        sandboxes=[RelistedSandbox(id="s", pod_uid="orphan", name="old", namespace="default", ready=True)],
+        containers=[],
+    )
+    await node.send(SourcesReady(sources=["file"]))
+    await node.send(PlegEvent(pod_uid="orphan", type="ContainerDied"))
+    await trio.sleep(5)  # housekeeping ticks pass too
+    assert node.take() == []
+
+
 async def test_a_pod_whose_node_selector_does_not_match_is_rejected_with_node_affinity(node, autojump_clock):
     picky = msgspec.structs.replace(pod("picky"), spec=msgspec.structs.replace(pod("picky").spec, node_selector={"disk": "ssd"}))
     await node.send(PodUpdate(op="ADD", source="api", pods=[picky]))
@@ -140,6 +154,27 @@ async def test_a_pod_whose_node_selector_does_not_match_is_rejected_with_node_af
     rejected = node.statuses.get("picky")
     assert (rejected.phase, rejected.reason) == ("Failed", "NodeAffinity")
     assert rejected.message == "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+
+
+def requesting(uid: str, cpu: str) -> Pod:
+    return msgspec.convert(
+        {"metadata": {"name": f"p-{uid}", "namespace": "default", "uid": uid},
+         "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}},
+        Pod,
+    )
+
+
+async def test_admission_counts_a_running_pods_requests_as_of_its_latest_spec(nursery, autojump_clock):
+    node = Node(allocatable={"cpu": 1000})
+    await nursery.start(node.tree.run)
+    await node.send(PodUpdate(op="ADD", source="file", pods=[requesting("a", "400m")]))
+    await node.send(PodUpdate(op="ADD", source="file", pods=[requesting("b", "200m")]))  # 600m of 1000m
+    await node.send(PodUpdate(op="UPDATE", source="file", pods=[requesting("a", "700m")]))  # now 900m
+    await node.send(PodUpdate(op="ADD", source="file", pods=[requesting("c", "200m")]))
+    assert (node.statuses.get("c").phase, node.statuses.get("c").reason) == ("Failed", "OutOfcpu")
+    await node.send(PodUpdate(op="REMOVE", source="file", pods=[requesting("b", "200m")]))  # 700m
+    await node.send(PodUpdate(op="ADD", source="file", pods=[requesting("d", "300m")]))
+    assert node.statuses.get("d") is None  # admitted (a worker's status; none from this fake)
 
 
 async def test_a_removed_container_is_not_worth_a_sync_every_other_pleg_event_is(node, autojump_clock):

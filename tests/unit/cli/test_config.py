@@ -1,11 +1,9 @@
 """`pykubelet run` configuration: defaults < --config file < flags given; errors that say
-where and how to fix; the root directory; logging set-up."""
+where and how to fix; the root directory; the logging fields (their effect: test_logs.py)."""
 
 from __future__ import annotations
 
 import io
-import json
-import logging
 import textwrap
 
 import pytest
@@ -19,7 +17,6 @@ from pykubelet.cli.config import (
     prepare_root_dir,
     read_config_file,
 )
-from pykubelet.cli.logs import configure_logging, level_for_verbosity, log_fields
 from pykubelet.pods.kubelet_auth import standalone_auth
 from pykubelet.messages.config import KubeletConfiguration, KubeletFlags
 
@@ -417,78 +414,9 @@ def test_prepare_root_dir_refuses_a_file(tmp_path):
 # --- logging -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
-
-def test_json_logging_emits_one_parseable_object_a_line_with_the_fields(restore_logging):
-    stream = io.StringIO()
-    configure_logging("json", 0, stream=stream)
-    log = logging.getLogger("pykubelet.test")
-    log.info("container started", extra=log_fields(pod="default/web", container="app", restarts=2, name="x"))
-    log.warning("runtime slow", extra={"actor": "root/runtime"})
-    log.debug("not shown at v=0")
-    first, second = (json.loads(line) for line in stream.getvalue().splitlines())
-    assert first["msg"] == "container started"
-    assert first["level"] == "info" and first["v"] == 0
-    assert isinstance(first["ts"], float) and first["caller"].startswith("test_config.py:")
-    fields = (first["pod"], first["container"], first["restarts"], first["name"])
-    assert fields == ("default/web", "app", 2, "x")
-    assert (second["level"], second["actor"]) == ("warning", "root/runtime")
-
-
-def test_json_logging_puts_the_exception_in_err(restore_logging):
-    stream = io.StringIO()
-    configure_logging("json", 0, stream=stream)
-    try:
-        raise RuntimeError("socket gone")
-    except RuntimeError:
-        logging.getLogger("pykubelet.test").exception("relist failed")
-    entry = json.loads(stream.getvalue())
-    assert entry["err"] == "RuntimeError: socket gone"
-    assert "Traceback" in entry["stacktrace"]
-
-
-def test_text_logging_is_one_klog_line(restore_logging):
-    stream = io.StringIO()
-    configure_logging("text", 0, stream=stream)
-    logging.getLogger("pykubelet.test").warning("probe failed", extra=log_fields(pod="default/web", ok=False))
-    line = stream.getvalue()
-    assert line.count("\n") == 1
-    assert line.startswith("W")
-    assert ' test_config.py:' in line
-    assert line.rstrip().endswith('] "probe failed" pod="default/web" ok=false')
-
-
-@pytest.mark.parametrize(
-    "verbosity, level", [(0, logging.INFO), (3, logging.INFO), (4, logging.DEBUG), (9, logging.DEBUG)]
-)
-def test_verbosity_maps_to_levels(restore_logging, verbosity, level):
-    assert level_for_verbosity(verbosity) == level
-    configure_logging("text", verbosity, stream=io.StringIO())
-    assert logging.getLogger().level == level
-
-
-def test_configure_logging_twice_keeps_one_handler(restore_logging):
-    before = len(logging.getLogger().handlers)
-    configure_logging("text", 0, stream=io.StringIO())
-    configure_logging("json", 0, stream=io.StringIO())
-    assert len(logging.getLogger().handlers) == before + 1
-
-
-def test_configure_logging_refuses_an_unknown_format(restore_logging):
-    with pytest.raises(ValueError, match="use text or json"):
-        configure_logging("xml", 0)
-
-
 def test_logging_settings_pykubelet_does_not_apply_are_named_at_start(config_file):
     path = config_file("logging: {flushFrequency: 1s, vmodule: [{filePattern: pleg, verbosity: 4}], "
                        "options: {json: {infoBufferSize: '0'}}}\n")
     warnings = build_configuration(["--config", path]).warnings
-    assert [w.split(" ", 1)[0] for w in warnings] == ["logging.flushFrequency", "logging.vmodule", "logging.options"]
+    assert [w.split(" ", 1)[0] for w in warnings] == ["logging.flushFrequency", "logging.options"]
     assert build_configuration([]).warnings == ()

@@ -23,7 +23,9 @@ import yaml
 from rich.console import Console
 
 from pykubelet.cli import inspect
-from pykubelet.cli.inspect import AdminClient, EventList, InspectError, PodList, choose_container, find_pod, main
+from pykubelet.cli.inspect import AdminClient, InspectError, choose_container, find_pod, main
+from pykubelet.messages.events import EventList
+from pykubelet.messages.pod import ListMeta, PodList
 from pykubelet.messages.supervision import ActorSnapshot, ErrorInfo, MailboxStats
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -89,7 +91,7 @@ def container(name, *, ready=True, restarts=0, waiting=None, terminated=None):
 
 
 def pod_list(*items) -> bytes:
-    return json.dumps({"kind": "PodList", "apiVersion": "v1", "items": list(items)}).encode()
+    return json.dumps({"kind": "PodList", "apiVersion": "v1", "items": list(items), "metadata": {}}).encode()
 
 
 def event(pod_name, reason, message, *, type="Normal", namespace="default", field_path="",
@@ -165,7 +167,7 @@ def test_pods_table_shows_ready_status_restarts_and_age():
 
 
 def test_no_pods_says_so():
-    assert as_text(inspect.render_pods(PodList(kind="PodList"), NOW)).strip() == "No pods."
+    assert as_text(inspect.render_pods(PodList(api_version="v1", kind="PodList", metadata=ListMeta(), items=[]), NOW)).strip() == "No pods."
 
 
 def test_events_table_reads_like_kubectl_get_events():
@@ -200,8 +202,56 @@ def test_events_table_in_one_namespace_has_no_namespace_column():
     assert lines[1].split() == ["30s", "Normal", "Started", "pod/web", "Started", "container", "app", "1"]
 
 
+LONG_EVENTS = event_list(
+    event("web-with-a-long-name", "FailedMount",
+          'MountVolume.SetUp failed for volume "data": persistentVolumeClaim volumes are not supported '
+          "by pykubelet; use hostPath or emptyDir", type="Warning", count=12, field_path="", ago=timedelta(minutes=2)),
+    event("dns", "BackOff", "Back-off restarting failed container coredns in pod dns_kube-system(u)",
+          type="Warning", namespace="kube-system", field_path="spec.containers{coredns}", count=1234),
+)
+
+
+def printed(renderable, width) -> list[str]:
+    """The lines as main() prints them to a terminal `width` wide: crop=False."""
+    console = Console(record=True, width=width)
+    console.print(renderable, crop=False)
+    return console.export_text().splitlines()
+
+
+@pytest.mark.parametrize("width", [107, 120, 140])  # the other columns take 87
+def test_a_narrow_terminal_wraps_the_event_message_and_cuts_no_other_column(width):
+    events = msgspec.json.decode(LONG_EVENTS, type=EventList)
+    lines = printed(inspect.render_events(events, NOW, width=width), width)
+    assert max(len(line) for line in lines) <= width
+    text = "\n".join(lines)
+    for whole in ("FailedMount", "BackOff", "pod/web-with-a-long-name", "pod/dns/spec.containers{coredns}",
+                  "kube-system", "Warning", "LAST SEEN", "COUNT"):
+        assert whole in text, whole
+    header = lines[0]
+    message_at, count_at = header.index("MESSAGE"), header.index("COUNT")
+    # Each event's first line ends with its whole count, under COUNT; the message is all there, wrapped.
+    firsts = [line for line in lines[1:] if line[:message_at].strip()]
+    assert [line[count_at:].strip() for line in firsts] == ["12", "1234"]
+    messages = " ".join(line[message_at:count_at].strip() for line in lines[1:])
+    for event_json in msgspec.json.decode(LONG_EVENTS)["items"]:
+        assert "".join(event_json["message"].split()) in "".join(messages.split())  # a long word may fold
+
+
+def test_events_through_a_pipe_keep_each_message_on_its_line():
+    events = msgspec.json.decode(LONG_EVENTS, type=EventList)
+    lines = printed(inspect.render_events(events, NOW, width=None), 400)
+    assert len(lines) == 3 and lines[1].rstrip().endswith("12") and "use hostPath or emptyDir" in lines[1]
+
+
+def test_narrower_than_the_fixed_columns_still_cuts_none_and_the_line_wraps():
+    events = msgspec.json.decode(LONG_EVENTS, type=EventList)
+    lines = printed(inspect.render_events(events, NOW, width=40), 400)  # as wide as it needs
+    assert "pod/dns/spec.containers{coredns}" in "\n".join(lines) and lines[1].split()[-1] == "12"
+    assert max(len(line) for line in lines) > 40
+
+
 def test_no_events_says_so():
-    assert as_text(inspect.render_events(EventList(kind="EventList"), NOW)).strip() == "No events."
+    assert as_text(inspect.render_events(EventList(), NOW)).strip() == "No events."
 
 
 @pytest.mark.parametrize(
@@ -813,3 +863,170 @@ def test_exec_refuses_an_argument_run_would_split(daemon, capsys, argument):
         "(as the Go kubelet's does), so an argument can be neither empty nor contain whitespace; "
         "put such a command in a script inside the container and run that\n")
     assert daemon.requests == [("GET", "/pods")]
+
+
+# -- top ----------------------------------------------------------------------------------
+
+
+def worker(path: str, received: int | None, *, depth: int = 0, capacity: int = 64, state: str = "running",
+           restarts: int = 0) -> ActorSnapshot:
+    box = None if received is None else MailboxStats(depth=depth, capacity=capacity, received=received)
+    return ActorSnapshot(name=path.rsplit("/", 1)[-1], path=path, kind="worker", state=state, restarts=restarts,
+                         mailbox=box)
+
+
+def tree_of(*workers: ActorSnapshot) -> ActorSnapshot:
+    return ActorSnapshot(name="root", path="root", kind="supervisor", strategy="rest_for_one", state="running",
+                         restarts=0, children=list(workers))
+
+
+def test_top_rates_are_received_deltas_over_the_interval_busiest_first():
+    before = tree_of(worker("root/pleg", 100), worker("root/sync-loop", 1000), worker("root/gc", 5),
+                     worker("root/status", 50))
+    after = tree_of(worker("root/pleg", 110), worker("root/sync-loop", 1400, depth=9),
+                    worker("root/gc", 5, depth=2), worker("root/status", 50),
+                    worker("root/pod-workers/u1", 30))  # new since the last poll: counts from 0
+    rows = inspect.top_rows(before, after, 2.0)
+    assert [(r.path, r.messages_per_second, r.depth) for r in rows] == [
+        ("root/sync-loop", 200.0, 9),
+        ("root/pod-workers/u1", 15.0, 0),
+        ("root/pleg", 5.0, 0),
+        ("root/gc", 0.0, 2),       # idle: the deeper mailbox first
+        ("root/status", 0.0, 0),
+        ("root", None, None),      # a supervisor has no mailbox
+    ]
+
+
+def test_top_counts_a_mailbox_that_started_over_from_zero():
+    rows = inspect.top_rows(tree_of(worker("root/pleg", 500)), tree_of(worker("root/pleg", 40, restarts=1)), 4.0)
+    assert rows[0].messages_per_second == 10.0 and rows[0].restarts == 1
+
+
+def test_top_without_a_previous_poll_has_no_rate():
+    assert [r.messages_per_second for r in inspect.top_rows(None, tree_of(worker("root/pleg", 5)), 1.0)] == [None, None]
+
+
+def test_top_table_shows_every_column_and_what_it_left_out():
+    after = tree_of(worker("root/sync-loop", 1400, depth=64, capacity=64, restarts=2, state="restarting"),
+                    worker("root/pleg", 110), worker("root/gc", 5))
+    rows = inspect.top_rows(tree_of(worker("root/sync-loop", 1000), worker("root/pleg", 100), worker("root/gc", 5)),
+                            after, 2.0)
+    lines = as_text(inspect.render_top(rows, "admin socket /x.sock", NOW, 2.0, limit=2)).splitlines()
+    assert lines[0].split() == ["admin", "socket", "/x.sock", "12:00:00", "every", "2s", "4", "actors", "205.0",
+                                "messages/s"]
+    assert lines[1].split() == ["ACTOR", "STATE", "RESTARTS", "MAILBOX", "MSG/S", "RECEIVED"]
+    assert lines[2].split() == ["root/sync-loop", "restarting", "2", "64/64", "200.0", "1400"]
+    assert lines[3].split() == ["root/pleg", "running", "0", "0/64", "5.0", "110"]
+    assert lines[4].strip() == "... 2 more (quieter) actors"
+
+
+class Polls:
+    """Serves successive snapshots: the next one at each sleep; a clock that moves by the sleeps."""
+
+    def __init__(self, daemon, *snapshots: ActorSnapshot) -> None:
+        self.daemon, self.snapshots, self.now, self.sleeps = daemon, list(snapshots), 100.0, []
+        self._serve()
+
+    def _serve(self) -> None:
+        serve_json(self.daemon, "GET", "/debug/actors", msgspec.json.encode(self.snapshots.pop(0)))
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        if not self.snapshots:
+            raise KeyboardInterrupt
+        self._serve()
+
+    def clock(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def polls(daemon, monkeypatch):
+    def make(*snapshots):
+        p = Polls(daemon, *snapshots)
+        monkeypatch.setattr(inspect._top.time, "sleep", p.sleep)
+        monkeypatch.setattr(inspect._top.time, "monotonic", p.clock)
+        return p
+    return make
+
+
+def test_top_once_prints_one_table_over_one_interval(daemon, polls, capsys):
+    p = polls(tree_of(worker("root/pleg", 100)), tree_of(worker("root/pleg", 130)))
+    assert main(["--socket", daemon.server_address, "top", "--once", "--interval", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert p.sleeps == [3.0] and len(daemon.requests) == 2
+    assert out[2].split() == ["root/pleg", "running", "0", "0/64", "10.0", "130"]
+
+
+def test_top_iterations_as_json_lines_for_scripts(daemon, polls, capsys):
+    polls(tree_of(worker("root/pleg", 0)), tree_of(worker("root/pleg", 20)), tree_of(worker("root/pleg", 60)))
+    assert main(["--socket", daemon.server_address, "top", "--iterations", "2", "--interval", "1", "-o", "json"]) == 0
+    frames = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [f["actors"][0]["messages_per_second"] for f in frames] == [20.0, 40.0]
+    assert frames[0]["actors"][0] == {"path": "root/pleg", "state": "running", "restarts": 0, "depth": 0,
+                                      "capacity": 64, "received": 20, "messages_per_second": 20.0}
+    assert frames[0]["interval"] == 1.0
+
+
+def test_top_live_redraws_until_ctrl_c_and_keeps_the_last_table_while_the_daemon_is_away(
+        daemon, polls, capsys, monkeypatch):
+    p = polls(tree_of(worker("root/pleg", 0)), tree_of(worker("root/pleg", 50)))
+    real_sleep = p.sleep
+
+    def sleep_then_fail(seconds):
+        if len(p.sleeps) == 1:  # the second poll finds no daemon
+            p.sleeps.append(seconds)
+            daemon.routes[("GET", "/debug/actors")] = (500, "text/plain", b"snapshot failed")
+            return
+        if len(p.sleeps) == 2:
+            raise KeyboardInterrupt
+        real_sleep(seconds)
+
+    monkeypatch.setattr(inspect._top.time, "sleep", sleep_then_fail)
+    assert main(["--socket", daemon.server_address, "top", "--interval", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "root/pleg" in out and "100.0" in out
+    assert "unreachable: GET /debug/actors: 500 Internal Server Error: snapshot failed" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["top", "-o", "json"], "top -o json prints lines for scripts: give --once or --iterations N"),
+    (["top", "--iterations", "0"], "--iterations 0: give 1 or more"),
+    (["top", "--interval", "0"], "--interval must be > 0 seconds"),
+    (["top", "--once", "--iterations", "2"], "not allowed with argument"),
+])
+def test_top_refuses_what_it_cannot_do(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+class FakeKubelet(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """The same fake on 127.0.0.1 TCP, for --address."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], tuple[int, str, bytes]] = {}
+        self.requests: list[tuple[str, str]] = []
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+def test_top_over_address_reads_the_same_snapshots(monkeypatch, capsys):
+    server = FakeKubelet()
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        polls_over_tcp = Polls(server, tree_of(worker("root/pleg", 0)), tree_of(worker("root/pleg", 8)))
+        monkeypatch.setattr(inspect._top.time, "sleep", polls_over_tcp.sleep)
+        monkeypatch.setattr(inspect._top.time, "monotonic", polls_over_tcp.clock)
+        address = f"http://127.0.0.1:{server.server_address[1]}"
+        assert main(["--address", address, "top", "--once", "--interval", "2"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].startswith(f"kubelet at {address}")
+        assert out[2].split() == ["root/pleg", "running", "0", "0/64", "4.0", "8"]
+        assert server.requests == [("GET", "/debug/actors")] * 2
+    finally:
+        server.shutdown()
+        server.server_close()

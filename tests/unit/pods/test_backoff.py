@@ -1,4 +1,5 @@
-"""Crash-loop and image-pull back-off: Go's flowcontrol.Backoff on a fake clock."""
+"""The one back-off (ExponentialBackoff, Go's wait.Backoff) and the per-key crash-loop and
+image-pull back-off built on it (Go's flowcontrol.Backoff on a fake clock)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import pytest
 from pykubelet.messages.pod import Container, ObjectMeta, Pod, PodSpec
 from pykubelet.pods.backoff import (
     CrashLoopBackOff,
+    ExponentialBackoff,
     backoff_key,
     crash_loop_message,
     go_duration,
     image_backoff_key,
     image_pull_backoff_message,
+    watch_backoff,
 )
 from pykubelet.pods.labels import container_hash
 
@@ -22,6 +25,60 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def steps(backoff: ExponentialBackoff, n: int) -> list[float]:
+    return [round(backoff.next_delay(), 6) for _ in range(n)]
+
+
+@pytest.mark.parametrize(
+    "behaviour, backoff, expected",
+    [
+        ("doubles from initial to the maximum, then stays",
+         ExponentialBackoff(0.5, 10.0), [0.5, 1, 2, 4, 8, 10, 10]),
+        ("the cap is reached exactly when it is no power of two away",
+         ExponentialBackoff(0.2, 7.0), [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 7.0]),
+        ("initial equal to maximum: a constant delay",
+         ExponentialBackoff(3.0, 3.0), [3, 3, 3]),
+        ("another factor (the authorization webhook's 1.5)",
+         ExponentialBackoff(0.5, 2.0, factor=1.5), [0.5, 0.75, 1.125, 1.6875, 2.0]),
+        ("factor 1: no growth",
+         ExponentialBackoff(1.0, 5.0, factor=1.0), [1, 1, 1]),
+        ("jitter stretches each delay by jitter x random",
+         ExponentialBackoff(1.0, 4.0, jitter=0.5, random=lambda: 0.5), [1.25, 2.5, 5.0, 5.0]),
+        ("jitter with a zero draw is no jitter",
+         ExponentialBackoff(1.0, 4.0, jitter=1.0, random=lambda: 0.0), [1, 2, 4, 4]),
+    ],
+)
+def test_exponential_backoff_delays(behaviour, backoff, expected):
+    assert steps(backoff, len(expected)) == expected
+
+
+def test_jitter_is_drawn_for_each_delay_and_never_shortens_it():
+    draws = iter([0.0, 0.999, 0.25])
+    backoff = ExponentialBackoff(2.0, 8.0, jitter=1.0, random=lambda: next(draws))
+    assert steps(backoff, 3) == [2.0, pytest.approx(7.996), 10.0]
+
+
+def test_reset_starts_over_at_initial():
+    backoff = ExponentialBackoff(0.5, 30.0, jitter=0.5, random=lambda: 0.5)
+    assert steps(backoff, 3) == [0.625, 1.25, 2.5]
+    backoff.reset()
+    assert steps(backoff, 2) == [0.625, 1.25]
+
+
+@pytest.mark.parametrize(
+    "initial, maximum, factor, jitter",
+    [(0, 1, 2, 0), (-1, 1, 2, 0), (2, 1, 2, 0), (1, 2, 0.5, 0), (1, 2, 2, -0.1), (1, 2, 2, float("inf"))],
+)
+def test_bad_backoff_settings_are_refused_by_name(initial, maximum, factor, jitter):
+    with pytest.raises(ValueError, match="needs 0 < initial <= maximum"):
+        ExponentialBackoff(initial, maximum, factor=factor, jitter=jitter)
+
+
+def test_watch_backoff_is_half_a_second_doubling_to_30s_with_half_jitter():
+    assert steps(watch_backoff(random=lambda: 0.0), 8) == [0.5, 1, 2, 4, 8, 16, 30, 30]
+    assert watch_backoff(random=lambda: 1.0).next_delay() == 0.75
 
 
 def test_crash_loop_backoff_10s_doubling_to_300s_and_reset_after_600s():

@@ -353,8 +353,9 @@ def test_webhook_errors_are_retried_as_go_default_should_retry_says(status, reas
 
 
 def test_webhook_backoff_is_500ms_growing_by_half_with_up_to_20_percent_jitter():
-    assert [webhook_backoff(i, 0.0) for i in range(4)] == [0.5, 0.75, 1.125, 1.6875]
-    assert webhook_backoff(0, 0.999) == pytest.approx(0.5 * 1.2, rel=1e-3)
+    backoff = webhook_backoff(lambda: 0.0)
+    assert [backoff.next_delay() for _ in range(4)] == [0.5, 0.75, 1.125, 1.6875]
+    assert webhook_backoff(lambda: 0.999).next_delay() == pytest.approx(0.5 * 1.2, rel=1e-3)
 
 
 # --- configuration ---------------------------------------------------------------------------

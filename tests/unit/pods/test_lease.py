@@ -1,14 +1,13 @@
-"""The node Lease: what it holds, how it is renewed, how often, the back-off."""
+"""The node Lease: what it holds, how it is renewed, how often (its back-off is tested with
+the actor, tests/unit/actors/test_node_lease.py)."""
 
 from __future__ import annotations
 
-import itertools
 from datetime import datetime, timezone
 
 import pytest
 
 from pykubelet.pods.lease import (
-    backoff_delays,
     lease_path,
     leases_path,
     micro_time,
@@ -68,7 +67,3 @@ def test_renewal_moves_renew_time_only_and_adds_a_missing_owner(metadata, uid, o
     assert lease["metadata"]["resourceVersion"] == "7"
     assert lease["metadata"].get("ownerReferences") == owners
     assert base["spec"]["renewTime"] == "old"  # a copy
-
-
-def test_backoff_starts_at_200ms_and_doubles_to_7s():
-    assert list(itertools.islice(backoff_delays(), 8)) == [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 7.0, 7.0]

@@ -462,26 +462,6 @@ async def test_an_actor_can_address_a_sibling_started_after_it(autojump_clock):
         nursery.cancel_scope.cancel()
 
 
-async def test_an_asyncio_cancellation_leaking_out_of_an_actor_is_a_crash_not_a_hang(autojump_clock):
-    import asyncio
-
-    runs = []
-
-    async def leaky(ctx):
-        runs.append(1)
-        if len(runs) == 1:
-            raise asyncio.CancelledError()  # what trio-asyncio can let out of the asyncio side
-        await trio.sleep_forever()
-
-    tree = Supervisor("root", [ChildSpec("leaky", leaky)])
-    async with trio.open_nursery() as nursery:
-        await run_tree(nursery, tree)
-        await settle()
-        child = tree.snapshot().children[0]
-        assert child.restarts == 1 and child.last_error.type == "CancelledError" and child.state == "running"
-        nursery.cancel_scope.cancel()
-
-
 async def test_a_restarted_supervisor_forgets_the_addresses_of_its_dynamic_children(autojump_clock, journal):
     """Found by the simulation's leak check: a pod worker's address outlived the pod
     workers' supervisor, one per pod that lived when it was restarted."""

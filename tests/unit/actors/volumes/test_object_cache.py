@@ -17,7 +17,7 @@ from pykubelet.actors.volumes.object_cache import (
     referenced_objects,
 )
 from pykubelet.messages.pod import Pod
-from pykubelet.ports.apiserver import WatchEvent
+from pykubelet.ports.apiserver import WatchEvent, error_from_status
 from pykubelet.supervisor import ChildSpec
 from tests.support.actors import running
 
@@ -96,6 +96,8 @@ class FakeObjectsApi:
     def __init__(self) -> None:
         self.objects: dict[str, dict] = {}
         self.lists: list[tuple[str, dict]] = []
+        self.list_times: list[float] = []
+        self.list_errors = 0  # this many lists of an object by name fail with a 500
         self.send, self.receive = trio.open_memory_channel(10)
 
     async def list(self, path, params=None):
@@ -103,6 +105,10 @@ class FakeObjectsApi:
         selector = (params or {}).get("fieldSelector", "")
         if not selector:
             return [], "1"
+        self.list_times.append(trio.current_time())
+        if self.list_errors:
+            self.list_errors -= 1
+            raise error_from_status(500, {"kind": "Status", "message": "etcd is sad"}, method="GET", path=path)
         name = selector.removeprefix("metadata.name=")
         return ([self.objects[name]] if name in self.objects else []), "1"
 
@@ -165,3 +171,21 @@ async def test_an_object_released_and_used_again_before_the_watch_stops_is_still
         assert cache.wanted() == set()
         with pytest.raises(KeyError):
             await cache.snapshot({CM}, timeout=1)  # forgotten once the watch stopped
+
+
+@pytest.mark.parametrize(
+    "jitter, gaps",
+    [(0.0, [0.5, 1, 2, 4, 8, 16, 30, 30]), (0.5, [0.625, 1.25, 2.5, 5, 10, 20, 37.5, 37.5])],
+)
+async def test_a_failing_object_watch_backs_off_half_a_second_doubling_to_30s_with_jitter(autojump_clock, jitter, gaps):
+    api = FakeObjectsApi()
+    api.objects["cfg"] = {"metadata": {"name": "cfg"}, "data": {"a": "1"}}
+    api.list_errors = len(gaps)
+    cache = ObjectCache()
+    actor = object_watches_actor(client=api, cache=cache, jitter_source=lambda: jitter)
+    async with running(ChildSpec("object-watches", actor)):
+        cache.use("u1", {CM})
+        snapshot = await cache.snapshot({CM}, timeout=200)
+        assert snapshot.config_map("ns", "cfg") == {"a": "1"}
+        times = api.list_times
+        assert [round(b - a, 3) for a, b in zip(times[:-1], times[1:])] == gaps

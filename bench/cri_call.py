@@ -1,0 +1,490 @@
+"""CPU per unary CRI call: ways of calling grpcio from trio, against raw blocking grpcio.
+
+    python bench/cri_call.py [--calls 2000] [--rounds 5] [--method Version|ListPodSandbox]
+                             [--candidates a,b,...] [--concurrency 1] [--embedded]
+
+Needs what the integration tests need for containerd; starts its own private containerd
+under /tmp (no images) and ends it, whatever happens. --embedded measures against the
+embedded runtime's CRI server instead.
+
+Each round starts one child process per candidate (in a shuffled order), so that no
+candidate inherits another's grpc threads or asyncio poller. A child makes --calls calls of
+--method, from --concurrency trio tasks at once (1: one after the other), and measures the process's CPU time (time.process_time: all
+threads, user + system) over them: first raw blocking grpcio calls in a plain loop (the
+baseline), then the candidate, then the baseline again; its figure is the candidate's CPU
+per call over the mean of its two baselines. Wall time is printed for context only: the
+machine is shared, CPU time is the figure. Figures: median over rounds.
+
+Candidates (all on one channel to the unix socket, wait_for_ready=False, with a deadline):
+  trio-asyncio   grpc.aio driven through trio-asyncio (the CRI port before this bench)
+  to-thread      blocking stub call in trio.to_thread.run_sync (trio's thread cache)
+  to-thread-lim  the same under a CapacityLimiter(8)
+  worker         blocking stub call on two threads of the bench's own (a SimpleQueue in,
+                 the trio token out): no trio.to_thread overhead, but no way to cancel
+  future         stub.Method.future(); its done-callback wakes the task through the trio
+                 token (one wake-up per result); cancellation = future.cancel(). grpc starts
+                 a channel spin thread for every call made while none is in flight
+  future-kept    the same with one call kept pending for the whole run, so that the spin
+                 thread lives on (a measurement of that cost, not a way to ship)
+  aio-thread     grpc.aio on an asyncio loop in a thread of its own; call started with
+                 call_soon_threadsafe, its done-callback wakes the trio task (the mechanism
+                 ports/grpc_loop.py ships)
+  aio-plain      grpc.aio awaited in a plain asyncio loop, no trio: the floor of aio-thread
+  client         CriClient as shipped (metrics, typed errors): the product figure. Run with
+                 PYTHONPATH pointing at another checkout's pykubelet to measure its port
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+CANDIDATES = (
+    "trio-asyncio", "to-thread", "to-thread-lim", "worker", "future", "future-kept", "aio-thread", "aio-plain",
+    "client",
+)
+TIMEOUT = 10.0
+
+
+# -- the child: one candidate ----------------------------------------------------------
+
+
+def _request(method: str):
+    from cri_api.v1 import api_pb2
+
+    if method == "Version":
+        return api_pb2.VersionRequest(version="0.1.0")
+    if method == "ListPodSandbox":
+        return api_pb2.ListPodSandboxRequest()
+    raise SystemExit(f"--method {method!r}: Version or ListPodSandbox")
+
+
+def _baseline(endpoint: str, method: str, calls: int) -> float:
+    import grpc
+    from cri_api.v1 import api_pb2_grpc
+
+    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
+
+    request = _request(method)
+    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+        rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
+        for _ in range(min(calls, 200)):
+            rpc(request, timeout=TIMEOUT, wait_for_ready=False)
+        started = time.process_time()
+        for _ in range(calls):
+            rpc(request, timeout=TIMEOUT, wait_for_ready=False)
+        return (time.process_time() - started) / calls
+
+
+CONCURRENCY = 1  # --concurrency: trio tasks calling at once (the baseline stays one loop)
+
+
+async def _timed(call, calls: int) -> tuple[float, float]:
+    import trio
+
+    async def caller(count: int) -> None:
+        for _ in range(count):
+            await call()
+
+    for _ in range(min(calls, 200)):
+        await call()
+    started, wall = time.process_time(), time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for task in range(CONCURRENCY):
+            nursery.start_soon(caller, calls // CONCURRENCY + (task < calls % CONCURRENCY))
+    return (time.process_time() - started) / calls, (time.perf_counter() - wall) / calls
+
+
+async def _trio_asyncio(endpoint: str, method: str, calls: int) -> tuple[float, float]:
+    import grpc
+    import trio_asyncio
+    from cri_api.v1 import api_pb2_grpc
+
+    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
+
+    request = _request(method)
+    async with trio_asyncio.open_loop():
+        async def open_channel():
+            return grpc.aio.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
+
+        channel = await trio_asyncio.aio_as_trio(open_channel)()
+        rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
+
+        async def invoke():
+            return await rpc(request, timeout=TIMEOUT, wait_for_ready=False)
+
+        call = trio_asyncio.aio_as_trio(invoke)
+        try:
+            return await _timed(call, calls)
+        finally:
+            await trio_asyncio.aio_as_trio(channel.close)()
+
+
+async def _to_thread(endpoint: str, method: str, calls: int, limited: bool) -> tuple[float, float]:
+    import grpc
+    import trio
+    from cri_api.v1 import api_pb2_grpc
+
+    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
+
+    request = _request(method)
+    limiter = trio.CapacityLimiter(8) if limited else None
+    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+        rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
+
+        def blocking():
+            return rpc(request, timeout=TIMEOUT, wait_for_ready=False)
+
+        async def call():
+            return await trio.to_thread.run_sync(blocking, limiter=limiter, abandon_on_cancel=True)
+
+        return await _timed(call, calls)
+
+
+async def _await_future(future, token):
+    import trio
+
+    task = trio.lowlevel.current_task()
+    waiting = [True]
+
+    def resume():
+        if waiting[0]:
+            waiting[0] = False
+            trio.lowlevel.reschedule(task)
+
+    def abort(_raise_cancel):
+        waiting[0] = False
+        future.cancel()
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    future.add_done_callback(lambda _f: token.run_sync_soon(resume))
+    await trio.lowlevel.wait_task_rescheduled(abort)
+    return future.result()
+
+
+async def _future(endpoint: str, method: str, calls: int) -> tuple[float, float]:
+    import grpc
+    import trio
+    from cri_api.v1 import api_pb2_grpc
+
+    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
+
+    request = _request(method)
+    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+        rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
+        token = trio.lowlevel.current_trio_token()
+
+        async def call():
+            return await _await_future(rpc.future(request, timeout=TIMEOUT, wait_for_ready=False), token)
+
+        return await _timed(call, calls)
+
+
+async def _worker(endpoint: str, method: str, calls: int) -> tuple[float, float]:
+    import queue
+    import threading
+
+    import grpc
+    import outcome
+    import trio
+    from cri_api.v1 import api_pb2_grpc
+
+    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
+
+    request = _request(method)
+    jobs: queue.SimpleQueue = queue.SimpleQueue()
+    token = trio.lowlevel.current_trio_token()
+
+    def work():
+        while (job := jobs.get()) is not None:
+            fn, deliver = job
+            result = outcome.capture(fn)
+            token.run_sync_soon(deliver, result)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+        rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
+
+        def blocking():
+            return rpc(request, timeout=TIMEOUT, wait_for_ready=False)
+
+        async def call():
+            task = trio.lowlevel.current_task()
+            waiting = [True]
+
+            def deliver(result):
+                if waiting[0]:
+                    waiting[0] = False
+                    trio.lowlevel.reschedule(task, result)
+
+            def abort(_raise_cancel):
+                waiting[0] = False
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            jobs.put((blocking, deliver))
+            return await trio.lowlevel.wait_task_rescheduled(abort)
+
+        try:
+            return await _timed(call, calls)
+        finally:
+            for _ in threads:
+                jobs.put(None)
+
+
+async def _future_kept(endpoint: str, method: str, calls: int) -> tuple[float, float]:
+    """The future API with one call kept pending for the whole run, so that grpc's channel
+    spin thread lives on instead of starting anew for every call (a measurement only)."""
+    import threading
+
+    import grpc
+    import trio
+    from cri_api.v1 import api_pb2_grpc
+
+    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
+
+    request = _request(method)
+    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+        never = threading.Event()
+
+        def no_request():
+            never.wait()
+            return iter(())
+
+        keeper = channel.stream_unary("/runtime.v1.RuntimeService/Version").future(
+            iter(no_request, None), timeout=None
+        )
+        rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
+        token = trio.lowlevel.current_trio_token()
+
+        async def call():
+            return await _await_future(rpc.future(request, timeout=TIMEOUT, wait_for_ready=False), token)
+
+        try:
+            return await _timed(call, calls)
+        finally:
+            keeper.cancel()
+            never.set()
+
+
+async def _aio_thread(endpoint: str, method: str, calls: int) -> tuple[float, float]:
+    import asyncio
+    import threading
+
+    import grpc
+    import trio
+    from cri_api.v1 import api_pb2_grpc
+
+    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
+
+    request = _request(method)
+    # A plain selector loop (trio-asyncio's policy refuses new_event_loop() in trio).
+    loop = asyncio.SelectorEventLoop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def open_channel():
+        return grpc.aio.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
+
+    channel = asyncio.run_coroutine_threadsafe(open_channel(), loop).result()
+    rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
+    token = trio.lowlevel.current_trio_token()
+
+    async def call():
+        task = trio.lowlevel.current_task()
+        waiting = [True]
+        box: list = []
+
+        def resume():
+            if waiting[0]:
+                waiting[0] = False
+                trio.lowlevel.reschedule(task)
+
+        async def invoke():
+            return await rpc(request, timeout=TIMEOUT, wait_for_ready=False)
+
+        def start():
+            aio_task = loop.create_task(invoke())
+            box.append(aio_task)
+            aio_task.add_done_callback(lambda _t: token.run_sync_soon(resume))
+
+        def abort(_raise_cancel):
+            waiting[0] = False
+            loop.call_soon_threadsafe(lambda: box[0].cancel())
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        loop.call_soon_threadsafe(start)
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        return box[0].result()
+
+    try:
+        return await _timed(call, calls)
+    finally:
+        asyncio.run_coroutine_threadsafe(channel.close(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+
+
+async def _client(endpoint: str, method: str, calls: int) -> tuple[float, float]:
+    from prometheus_client import CollectorRegistry
+
+    from pykubelet.ports.cri import CriClient, RuntimeOperationMetrics
+    from pykubelet.ports.cri import client as client_module
+
+    metrics = RuntimeOperationMetrics(CollectorRegistry())
+    async with contextlib.AsyncExitStack() as stack:
+        if hasattr(client_module, "trio_asyncio"):  # the port before it left trio-asyncio
+            await stack.enter_async_context(client_module.trio_asyncio.open_loop())
+        cri = await stack.enter_async_context(CriClient(endpoint, request_timeout=TIMEOUT, metrics=metrics))
+        call = cri.version if method == "Version" else cri.list_pod_sandbox
+        return await _timed(call, calls)
+
+
+def _aio_plain(endpoint: str, method: str, calls: int) -> tuple[float, float]:
+    """grpc.aio awaited in a plain asyncio loop, no trio at all: the floor of aio-thread."""
+    import asyncio
+
+    import grpc
+    from cri_api.v1 import api_pb2_grpc
+
+    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
+
+    request = _request(method)
+
+    async def main() -> tuple[float, float]:
+        async with grpc.aio.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+            rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
+            for _ in range(min(calls, 200)):
+                await rpc(request, timeout=TIMEOUT, wait_for_ready=False)
+            started, wall = time.process_time(), time.perf_counter()
+            for _ in range(calls):
+                await rpc(request, timeout=TIMEOUT, wait_for_ready=False)
+            return (time.process_time() - started) / calls, (time.perf_counter() - wall) / calls
+
+    loop = asyncio.SelectorEventLoop()
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def child(candidate: str, endpoint: str, method: str, calls: int, concurrency: int) -> dict:
+    import trio
+
+    global CONCURRENCY
+    CONCURRENCY = concurrency
+
+    before = _baseline(endpoint, method, calls)
+    if candidate == "trio-asyncio":
+        cpu, wall = trio.run(_trio_asyncio, endpoint, method, calls)
+    elif candidate in ("to-thread", "to-thread-lim"):
+        cpu, wall = trio.run(_to_thread, endpoint, method, calls, candidate == "to-thread-lim")
+    elif candidate == "future":
+        cpu, wall = trio.run(_future, endpoint, method, calls)
+    elif candidate == "worker":
+        cpu, wall = trio.run(_worker, endpoint, method, calls)
+    elif candidate == "future-kept":
+        cpu, wall = trio.run(_future_kept, endpoint, method, calls)
+    elif candidate == "aio-plain":
+        cpu, wall = _aio_plain(endpoint, method, calls)
+    elif candidate == "aio-thread":
+        cpu, wall = trio.run(_aio_thread, endpoint, method, calls)
+    elif candidate == "client":
+        cpu, wall = trio.run(_client, endpoint, method, calls)
+    else:
+        raise SystemExit(f"unknown candidate {candidate!r}; one of {', '.join(CANDIDATES)}")
+    after = _baseline(endpoint, method, calls)
+    return {"candidate": candidate, "cpu": cpu, "wall": wall, "baseline": (before + after) / 2}
+
+
+# -- the parent: containerd, rounds, the table ------------------------------------------
+
+
+def run_rounds(endpoint: str, args: argparse.Namespace) -> dict[str, list[dict]]:
+    candidates = [c for c in args.candidates.split(",") if c]
+    results: dict[str, list[dict]] = {c: [] for c in candidates}
+    for round_number in range(args.rounds):
+        order = random.sample(candidates, len(candidates))
+        for candidate in order:
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", candidate, "--endpoint", endpoint,
+                 "--method", args.method, "--calls", str(args.calls), "--concurrency", str(args.concurrency)],
+                capture_output=True, text=True,
+            )
+            if out.returncode:
+                raise SystemExit(f"candidate {candidate} failed:\n{out.stderr}")
+            figure = json.loads(out.stdout.strip().splitlines()[-1])
+            results[candidate].append(figure)
+            print(
+                f"  round {round_number + 1}: {candidate:14} {figure['cpu'] * 1e3:6.3f} ms CPU/call "
+                f"(baseline {figure['baseline'] * 1e3:6.3f}, x{figure['cpu'] / figure['baseline']:.2f}) "
+                f"wall {figure['wall'] * 1e3:6.3f} ms",
+                flush=True,
+            )
+    return results
+
+
+def report(results: dict[str, list[dict]], args: argparse.Namespace, target: str) -> None:
+    baselines = [f["baseline"] for figures in results.values() for f in figures]
+    print()
+    print(f"{args.method} against {target}, {args.calls} calls x {args.rounds} rounds, "
+          f"{args.concurrency} caller(s) at once "
+          f"(median over rounds; CPU = process time, all threads)")
+    print(f"  {'raw grpcio blocking':22} {statistics.median(baselines) * 1e3:6.3f} ms CPU/call   x1.00 (baseline)")
+    for candidate, figures in results.items():
+        cpu = statistics.median(f["cpu"] for f in figures)
+        ratio = statistics.median(f["cpu"] / f["baseline"] for f in figures)
+        wall = statistics.median(f["wall"] for f in figures)
+        print(f"  {candidate:22} {cpu * 1e3:6.3f} ms CPU/call   x{ratio:.2f}   (wall {wall * 1e3:.3f} ms)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--method", default="Version")
+    parser.add_argument("--candidates", default=",".join(CANDIDATES))
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="trio tasks calling at once (default 1; aio-plain stays sequential)")
+    parser.add_argument("--embedded", action="store_true", help="the embedded runtime, not containerd")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.endpoint, args.method, args.calls, args.concurrency)))
+        return
+    if args.embedded:
+        from tests.support.embedded import EmbeddedRuntimeInstance
+
+        runtime = EmbeddedRuntimeInstance()
+        try:
+            endpoint = runtime.start()
+            report(run_rounds(endpoint, args), args, "the embedded runtime")
+        finally:
+            runtime.cleanup()
+        return
+    from tests.support.containerd import PrivateContainerd, check_prerequisites
+
+    check_prerequisites()
+    containerd = PrivateContainerd()
+    try:
+        containerd.start()
+        report(run_rounds(containerd.endpoint, args), args, "containerd")
+    finally:
+        containerd.stop()
+
+
+if __name__ == "__main__":
+    main()
