@@ -181,7 +181,7 @@ class Supervisor:
                 # Dynamic children end with this supervisor (a new one starts with its specs
                 # only): their addresses go too, or the registry keeps one for every pod
                 # worker that lived when the pod workers' supervisor was restarted.
-                for child in [c for c in self._children if c.dynamic]:
+                for child in [c for c in self._children.values() if c.dynamic]:
                     self._remove(child)
                 self._nursery = None
                 nursery.cancel_scope.cancel()  # pending back-off timers

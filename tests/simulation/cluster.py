@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 import msgspec
+import trio
 
 from pykubelet.messages.pod import PodStatus
 from pykubelet.pods.manifest import CONFIG_MIRROR
@@ -122,6 +123,12 @@ class ClusterSide:
                                  f"{sorted(running)}")
 
     # -- invariants once converged ---------------------------------------------------------
+
+    async def wait_faults_used_up(self, *, limit: float) -> None:
+        """Until no injected API fault is active any more (a count not yet used up, a window
+        not yet over), or until `limit` (trio time)."""
+        while any(f.active() for f in self.server.faults.faults) and trio.current_time() < limit:
+            await trio.sleep(1.0)
 
     def problems(self, statuses) -> list[str]:
         """What still differs between the API and the kubelet (empty once converged)."""

@@ -337,6 +337,12 @@ class _Harness:
                 await self.step(index, nursery)
                 if step.kind in ("runtime-down", "api-latency", "api-reset", "api-hang"):
                     settle = max(settle, step.at + step.duration)
+            # A fault given as a count of failed requests ("api-fail 500 x19") lasts until the
+            # daemon has made that many requests, which its back-offs (up to 30 s for a watch,
+            # as client-go's) can stretch past the step's time: faults stop when it is used up.
+            if self.cluster is not None:
+                await self.cluster.wait_faults_used_up(limit=start + settle + CONVERGENCE_BOUND)
+                settle = max(settle, trio.current_time() - start)
             # Faults have stopped: every pod must reach its desired state within the bound.
             deadline = start + settle + CONVERGENCE_BOUND
             problems = self.converged()

@@ -162,9 +162,9 @@ CLUSTER_SCHEDULE = Schedule(seed=5, cluster=True, steps=(
 
 def test_the_harness_sees_a_status_the_api_server_never_got(monkeypatch):
     """The cluster invariants can fail: a status manager that writes nothing is caught."""
-    from pykubelet.actors import status_manager
+    from pykubelet.actors import status_sync
 
-    monkeypatch.setattr(status_manager, "status_patch", lambda old, new, uid: None)
+    monkeypatch.setattr(status_sync, "status_patch", lambda old, new, uid: None)
     result = run_schedule(CLUSTER_SCHEDULE)
     assert any("the API's status of front" in v and "is not the kubelet's" in v for v in result.violations), result.violations
     assert any("the API's status of web" in v for v in result.violations), result.violations
