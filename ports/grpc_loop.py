@@ -58,9 +58,11 @@ def call_soon(fn: Callable[..., Any], *args: Any) -> None:
 
 
 async def run(async_fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Await async_fn(*args) (a coroutine or any awaitable, made on the loop) on the loop and return its result (or raise its exception) to
-    the calling trio task, with one wake-up. Cancelling the trio task cancels the coroutine
-    there (for a grpc.aio call: the RPC, at once); the task sees trio.Cancelled right away.
+    """Await async_fn(*args) (a coroutine or any awaitable, made on the loop) on the loop and
+    return its result (or raise its exception) to the calling trio task, with one wake-up.
+    An exception raised while making the awaitable is raised the same way. Cancelling the
+    trio task cancels the coroutine there (for a grpc.aio call: the RPC, at once); the task
+    sees trio.Cancelled right away.
     A cancellation that did not come from the caller raises CancelledOnLoop."""
     handoff = _Handoff(trio.lowlevel.current_task(), trio.lowlevel.current_trio_token())
     _running_loop().call_soon_threadsafe(handoff.start, async_fn, args)
@@ -85,7 +87,11 @@ class _Handoff:
     def start(self, async_fn: Callable[..., Awaitable[Any]], args: tuple) -> None:
         if self.cancelled:  # the trio task gave up before the loop got here
             return
-        self.aio_task = asyncio.ensure_future(async_fn(*args))  # a coroutine, or a grpc.aio call
+        try:
+            self.aio_task = asyncio.ensure_future(async_fn(*args))  # a coroutine, or a grpc.aio call
+        except Exception as error:  # e.g. a stub refusing its request: the trio task must still wake
+            self.send(outcome.Error(error))
+            return
         self.aio_task.add_done_callback(self.done)
 
     def done(self, aio_task: asyncio.Task) -> None:
@@ -97,6 +103,9 @@ class _Handoff:
             result = outcome.Error(error)
         else:
             result = outcome.Value(aio_task.result())
+        self.send(result)
+
+    def send(self, result: outcome.Outcome) -> None:
         try:
             self.token.run_sync_soon(self.deliver, result)
         except trio.RunFinishedError:

@@ -78,3 +78,17 @@ async def test_calls_from_many_trio_tasks_each_get_their_own_answer() -> None:
         for value in range(50):
             nursery.start_soon(ask, value)
     assert answers == {value: 2 * value for value in range(50)}
+
+
+async def test_an_exception_while_making_the_awaitable_is_raised_in_the_trio_task() -> None:
+    # e.g. a grpc.aio stub refusing a request of the wrong type before any call exists
+    def refuse(request: object) -> None:
+        raise TypeError(f"not a request: {request!r}")
+
+    with trio.fail_after(30):
+        with pytest.raises(TypeError, match="not a request"):
+            await grpc_loop.run(refuse, 42)
+
+    with trio.fail_after(30):
+        with pytest.raises(TypeError):
+            await grpc_loop.run(lambda: 42)  # not awaitable
