@@ -109,7 +109,7 @@ class CriClient:
 
     async def close(self) -> None:
         """Close the channel (calls in flight, and calls after it, fail with
-        RuntimeUnavailable). Call it before the trio-asyncio loop closes."""
+        RuntimeUnavailable). Idempotent."""
         channel, self._channel = self._channel, None
         self._runtime = self._images = None
         if channel is not None:
