@@ -19,12 +19,11 @@ import random
 import shutil
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 
 import trio
 import trio.testing
-from cri_api.v1 import api_pb2
 
 from pykubelet.actors import root as root_module
 from pykubelet.actors import runtime_link as runtime_link_module
