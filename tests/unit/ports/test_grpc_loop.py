@@ -92,3 +92,26 @@ async def test_an_exception_while_making_the_awaitable_is_raised_in_the_trio_tas
     with trio.fail_after(30):
         with pytest.raises(TypeError):
             await grpc_loop.run(lambda: 42)  # not awaitable
+
+
+async def test_a_result_that_comes_back_after_the_trio_task_was_cancelled_is_discarded() -> None:
+    # The race of a stream opened while its trio task is cancelled: the loop finishes the
+    # call, but the trio task's cancellation runs before the result reaches it.
+    token = trio.lowlevel.current_trio_token()
+    discarded = threading.Event()
+    got: list[object] = []
+
+    with trio.CancelScope() as scope:
+
+        async def open_then_lose_the_caller() -> str:
+            token.run_sync_soon(scope.cancel)  # runs in trio before the result's delivery
+            return "an open stream"
+
+        def discard(value: str) -> None:
+            got.append((value, threading.current_thread().name))
+            discarded.set()
+
+        await grpc_loop.run(open_then_lose_the_caller, discard=discard)
+    assert scope.cancelled_caught
+    assert await wait_on_thread(discarded)
+    assert got == [("an open stream", "grpc-aio-loop")]
