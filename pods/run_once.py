@@ -10,10 +10,13 @@ at again after 1 s, doubling, and fails after runOnceMaxRetries (10) such waits.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterator, Literal, Sequence
 
 from pykubelet.messages.pod import ContainerStatus, Pod
+
+from .backoff import ExponentialBackoff
 
 RUN_ONCE_MANIFEST_DELAY = 1.0  # Go's runOnceManifestDelay: the sources' first set must come by then
 RUN_ONCE_MAX_RETRIES = 10  # runOnceMaxRetries
@@ -45,10 +48,9 @@ class Verdict:
 def retry_delays() -> Iterator[float]:
     """The waits between two looks at a pod: 1 s doubling, runOnceMaxRetries of them (Go
     looks once more after the last, then gives up): 1, 2, 4, ... 512 s."""
-    delay = RUN_ONCE_RETRY_DELAY
+    backoff = ExponentialBackoff(RUN_ONCE_RETRY_DELAY, math.inf, factor=RUN_ONCE_RETRY_DELAY_BACKOFF)
     for _ in range(RUN_ONCE_MAX_RETRIES):
-        yield delay
-        delay *= RUN_ONCE_RETRY_DELAY_BACKOFF
+        yield backoff.next_delay()
 
 
 def judge(pod: Pod | None, *, rejected: bool = False, pod_errors: Sequence[str] = ()) -> Verdict:

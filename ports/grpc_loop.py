@@ -57,12 +57,20 @@ def call_soon(fn: Callable[..., Any], *args: Any) -> None:
     _running_loop().call_soon_threadsafe(fn, *args)
 
 
-async def run(async_fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Await async_fn(*args) (a coroutine or any awaitable, made on the loop) on the loop and return its result (or raise its exception) to
-    the calling trio task, with one wake-up. Cancelling the trio task cancels the coroutine
-    there (for a grpc.aio call: the RPC, at once); the task sees trio.Cancelled right away.
-    A cancellation that did not come from the caller raises CancelledOnLoop."""
-    handoff = _Handoff(trio.lowlevel.current_task(), trio.lowlevel.current_trio_token())
+async def run(
+    async_fn: Callable[..., Awaitable[T]], *args: Any, discard: Callable[[T], Any] | None = None
+) -> T:
+    """Await async_fn(*args) (a coroutine or any awaitable, made on the loop) on the loop and
+    return its result (or raise its exception) to the calling trio task, with one wake-up.
+    An exception raised while making the awaitable is raised the same way. Cancelling the
+    trio task cancels the coroutine there (for a grpc.aio call: the RPC, at once); the task
+    sees trio.Cancelled right away.
+    A cancellation that did not come from the caller raises CancelledOnLoop.
+
+    `discard(result)` runs on the loop when a result came back after the trio task was
+    cancelled (nobody takes it then): for a result that holds something open, such as a
+    streaming call to cancel."""
+    handoff = _Handoff(trio.lowlevel.current_task(), trio.lowlevel.current_trio_token(), discard)
     _running_loop().call_soon_threadsafe(handoff.start, async_fn, args)
     return await trio.lowlevel.wait_task_rescheduled(handoff.abort)  # the outcome, unwrapped
 
@@ -71,11 +79,14 @@ class _Handoff:
     """One call's way there and back. `waiting` lives on the trio side; `aio_task` and
     `cancelled` on the loop's."""
 
-    __slots__ = ("task", "token", "waiting", "aio_task", "cancelled")
+    __slots__ = ("task", "token", "discard", "waiting", "aio_task", "cancelled")
 
-    def __init__(self, task: trio.lowlevel.Task, token: trio.lowlevel.TrioToken) -> None:
+    def __init__(
+        self, task: trio.lowlevel.Task, token: trio.lowlevel.TrioToken, discard: Callable[[Any], Any] | None
+    ) -> None:
         self.task = task
         self.token = token
+        self.discard = discard
         self.waiting = True
         self.aio_task: asyncio.Task | None = None
         self.cancelled = False
@@ -85,7 +96,11 @@ class _Handoff:
     def start(self, async_fn: Callable[..., Awaitable[Any]], args: tuple) -> None:
         if self.cancelled:  # the trio task gave up before the loop got here
             return
-        self.aio_task = asyncio.ensure_future(async_fn(*args))  # a coroutine, or a grpc.aio call
+        try:
+            self.aio_task = asyncio.ensure_future(async_fn(*args))  # a coroutine, or a grpc.aio call
+        except Exception as error:  # e.g. a stub refusing its request: the trio task must still wake
+            self.send(outcome.Error(error))
+            return
         self.aio_task.add_done_callback(self.done)
 
     def done(self, aio_task: asyncio.Task) -> None:
@@ -97,6 +112,9 @@ class _Handoff:
             result = outcome.Error(error)
         else:
             result = outcome.Value(aio_task.result())
+        self.send(result)
+
+    def send(self, result: outcome.Outcome) -> None:
         try:
             self.token.run_sync_soon(self.deliver, result)
         except trio.RunFinishedError:
@@ -113,6 +131,8 @@ class _Handoff:
         if self.waiting:
             self.waiting = False
             trio.lowlevel.reschedule(self.task, result)
+        elif self.discard is not None and isinstance(result, outcome.Value):
+            call_soon(self.discard, result.value)  # the task was cancelled: nobody takes it
 
     def abort(self, _raise_cancel: Any) -> trio.lowlevel.Abort:
         self.waiting = False

@@ -109,7 +109,7 @@ class CriClient:
 
     async def close(self) -> None:
         """Close the channel (calls in flight, and calls after it, fail with
-        RuntimeUnavailable). Call it before the trio-asyncio loop closes."""
+        RuntimeUnavailable). Idempotent."""
         channel, self._channel = self._channel, None
         self._runtime = self._images = None
         if channel is not None:
@@ -380,7 +380,9 @@ class CriClient:
         """
         operation = "get_container_events"
         channel = self._channel
-        call = await grpc_loop.run(_open_stream, self._rt().GetContainerEvents, api_pb2.GetEventsRequest())
+        call = await grpc_loop.run(
+            _open_stream, self._rt().GetContainerEvents, api_pb2.GetEventsRequest(), discard=_cancel_call
+        )
         started = time.perf_counter()
         failed = False
         try:
@@ -534,6 +536,12 @@ async def _invoke(
 async def _open_stream(rpc: Callable[..., Any], request: Any) -> Any:
     # grpc.aio starts the call on the running asyncio loop, so create it on the loop.
     return rpc(request, timeout=None, wait_for_ready=False)
+
+
+def _cancel_call(call: Any) -> None:
+    # On the loop: a stream opened for a trio task cancelled meanwhile would stay open on
+    # the runtime until the channel closes.
+    call.cancel()
 
 
 async def _read(call: Any, channel: grpc.aio.Channel | None) -> Any:

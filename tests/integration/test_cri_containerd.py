@@ -237,7 +237,7 @@ async def test_killed_runtime_is_unavailable_then_answers_again_after_restart(
 
 
 @pytest.mark.containerd
-async def test_a_new_client_connects_at_once_once_the_runtime_is_back(fresh_containerd, trio_asyncio_loop) -> None:
+async def test_a_new_client_connects_at_once_once_the_runtime_is_back(fresh_containerd) -> None:
     """The runtime link opens a new client for each attempt during an outage. The one after
     the runtime is back must connect at once: grpc-core shares one connection per address
     among channels unless told not to, and the new channel then inherited the reconnect

@@ -78,3 +78,40 @@ async def test_calls_from_many_trio_tasks_each_get_their_own_answer() -> None:
         for value in range(50):
             nursery.start_soon(ask, value)
     assert answers == {value: 2 * value for value in range(50)}
+
+
+async def test_an_exception_while_making_the_awaitable_is_raised_in_the_trio_task() -> None:
+    # e.g. a grpc.aio stub refusing a request of the wrong type before any call exists
+    def refuse(request: object) -> None:
+        raise TypeError(f"not a request: {request!r}")
+
+    with trio.fail_after(30):
+        with pytest.raises(TypeError, match="not a request"):
+            await grpc_loop.run(refuse, 42)
+
+    with trio.fail_after(30):
+        with pytest.raises(TypeError):
+            await grpc_loop.run(lambda: 42)  # not awaitable
+
+
+async def test_a_result_that_comes_back_after_the_trio_task_was_cancelled_is_discarded() -> None:
+    # The race of a stream opened while its trio task is cancelled: the loop finishes the
+    # call, but the trio task's cancellation runs before the result reaches it.
+    token = trio.lowlevel.current_trio_token()
+    discarded = threading.Event()
+    got: list[object] = []
+
+    with trio.CancelScope() as scope:
+
+        async def open_then_lose_the_caller() -> str:
+            token.run_sync_soon(scope.cancel)  # runs in trio before the result's delivery
+            return "an open stream"
+
+        def discard(value: str) -> None:
+            got.append((value, threading.current_thread().name))
+            discarded.set()
+
+        await grpc_loop.run(open_then_lose_the_caller, discard=discard)
+    assert scope.cancelled_caught
+    assert await wait_on_thread(discarded)
+    assert got == [("an open stream", "grpc-aio-loop")]
