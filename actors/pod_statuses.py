@@ -19,6 +19,10 @@ class PodStatuses:
     def __init__(self) -> None:
         self._pods: dict[str, Pod] = {}
         self._source_status: dict[str, PodStatus] = {}
+        # API pods whose worker has stopped and removed everything, until the status manager
+        # has deleted their API object (or found it gone): kept here, outside the status
+        # manager, so that a crash of it between the two loses no deletion.
+        self._terminated: dict[str, tuple[str, str]] = {}
         # Kept as pods are set and removed: the container manager asks at each pod cgroup
         # it makes, and summing over every pod then would cost the node O(pods) a pod.
         self._burstable_cpu: dict[str, int] = {}  # uid -> millicores, Burstable pods only
@@ -64,6 +68,21 @@ class PodStatuses:
         self._pods.pop(uid, None)
         self._count_burstable_cpu(uid, 0)
         self._source_status.pop(uid, None)
+
+    def terminate(self, uid: str, namespace: str, name: str) -> None:
+        """The pod worker is done with API pod `uid`: off the board, and on the status
+        manager's list of pods whose API object it may now delete."""
+        self.remove(uid)
+        if name:  # an orphan the runtime knew no name of has no API object to find
+            self._terminated[uid] = (namespace, name)
+
+    def terminated(self) -> dict[str, tuple[str, str]]:
+        """uid -> (namespace, name) of the API pods terminated and not yet released."""
+        return dict(self._terminated)
+
+    def release_terminated(self, uid: str) -> None:
+        """The status manager has deleted the pod's API object, or found it gone."""
+        self._terminated.pop(uid, None)
 
     def pods(self) -> list[Pod]:
         return sorted(self._pods.values(), key=lambda p: (p.metadata.namespace, p.metadata.name))

@@ -154,10 +154,13 @@ class StatusManager:
             record.deleting = record.deleting or meta.deletion_timestamp is not None
             if record.status != pod.status:
                 record.status, record.version = pod.status, record.version + 1
-        for message in self._terminated:
-            record = self.records.get(message.pod_uid)
-            if record is None and message.name:
-                record = self.records[message.pod_uid] = PodRecord(message.pod_uid, message.namespace, message.name)
+        terminated = [(m.pod_uid, m.namespace, m.name) for m in self._terminated]
+        if uids is None:  # and on a whole look, what the board keeps of them (a new incarnation's too)
+            terminated += [(uid, ns, name) for uid, (ns, name) in self.statuses.terminated().items()]
+        for uid, namespace, name in terminated:
+            record = self.records.get(uid)
+            if record is None and name:
+                record = self.records[uid] = PodRecord(uid, namespace, name)
             if record is not None and self.statuses.pod(record.uid) is None:
                 record.on_board, record.finished = False, True
         self._terminated.clear()
@@ -284,7 +287,7 @@ class StatusManager:
     async def _finish(self, record: PodRecord) -> None:
         """The kubelet is done with the pod: delete it if it is being deleted, and forget it."""
         if record.static:  # its mirror pod is the mirror pod actor's to delete
-            self.records.pop(record.uid, None)
+            self._drop(record)
             return
         if not record.gone and not record.deleting:
             try:
@@ -292,7 +295,7 @@ class StatusManager:
             except NotFound:
                 found = False
             if not found or not record.deleting:
-                self.records.pop(record.uid, None)
+                self._drop(record)
                 return
         if not record.gone:
             try:
@@ -303,12 +306,18 @@ class StatusManager:
             except ApiError as exc:
                 if exc.status != 409:  # 409: the UID precondition failed, a new pod has the name
                     raise
+        self._drop(record)
+
+    def _drop(self, record: PodRecord) -> None:
+        """Forget the pod; a terminated one leaves the board's list too (deleted or gone)."""
         self.records.pop(record.uid, None)
+        if record.finished or not record.on_board:
+            self.statuses.release_terminated(record.uid)
 
     def _forget_or_mark_gone(self, record: PodRecord, why: str) -> None:
         log.info("pod status no longer reported: %s", why, extra=record.fields)
         if record.finished or not record.on_board:
-            self.records.pop(record.uid, None)
+            self._drop(record)
         else:
             record.gone = True  # until its status leaves the board
 

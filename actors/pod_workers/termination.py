@@ -66,7 +66,10 @@ class PodTermination:
         self.deps.statuses.remove(self.uid)
         source = self.pod.metadata.annotations.get(CONFIG_SOURCE) if self.pod else None
         if self.registry is not None and source in (None, "api") and self.deps.status_manager in self.registry:
-            # The status manager may now delete the API object of a pod being deleted.
+            # The status manager may now delete the API object of a pod being deleted: the
+            # board keeps that until it has (its own incarnation may crash meanwhile), the
+            # message wakes it at once.
+            self.deps.statuses.terminate(self.uid, runtime.namespace, runtime.name)
             await self.registry.lookup(self.deps.status_manager).send(
                 PodTerminated(pod_uid=self.uid, namespace=runtime.namespace, name=runtime.name)
             )

@@ -40,6 +40,14 @@ BUG 5  (cluster mode) A pod worker restarted after a crash went back to the spec
   started the old image, then got the newest spec again and restarted it once more: two
   needless restarts per crash. Fixed: a restarted worker goes on from the newest spec it
   published on the board.
+
+BUG 6  (cluster mode) The same lost deletion as BUG 3, by another road: an API pod deleted,
+  its containers stopped and removed, then the status manager alone crashed while its
+  DELETE waited behind 500s. The record of the terminated pod (PodTerminated, already taken
+  from the durable mailbox) died with that incarnation; nothing sent it again, so the API
+  object kept its deletionTimestamp for ever. Fixed: the pod status board keeps the
+  terminated API pods until the status manager has deleted them (or found them gone), and
+  each whole look of a new incarnation reads them there.
 """
 
 from __future__ import annotations
@@ -283,10 +291,21 @@ BUG_5_SCHEDULE = Schedule(seed=1041, cluster=True, steps=(
 ), faults_end=49.67)
 
 
-@pytest.mark.parametrize("schedule", [BUG_3_SCHEDULE, BUG_4_SCHEDULE, BUG_5_SCHEDULE], ids=[
+BUG_6_SCHEDULE = Schedule(seed=1377, cluster=True, steps=(
+    Step(7.61, "api-add", pod=PodSpec("front", (ContainerSpec("main"), ContainerSpec("side"),
+                                                ContainerSpec("helper", ignore_term=True)),
+                                      restart_policy="Never", host_network=False, grace=10, api=True)),
+    Step(8.20, "api-delete", pod_name="front"),
+    Step(13.06, "api-fail", code=500, resource="pods", count=27),
+    Step(36.21, "crash", path="root/status-manager"),
+), faults_end=36.21)
+
+
+@pytest.mark.parametrize("schedule", [BUG_3_SCHEDULE, BUG_4_SCHEDULE, BUG_5_SCHEDULE, BUG_6_SCHEDULE], ids=[
     "bug3_a_deleted_api_pod_is_removed_after_the_status_manager_restarts",
     "bug4_a_restarted_pod_workers_supervisor_leaves_no_address_behind",
     "bug5_a_restarted_pod_worker_keeps_the_newest_spec",
+    "bug6_a_terminated_api_pod_is_deleted_after_a_status_manager_crash",
 ])
 def test_found_schedule_keeps_every_invariant(schedule):
     result = run_schedule(schedule)
