@@ -190,6 +190,14 @@ class KubeletFailure:
     condition: PodCondition | None = None
 
 
+def ran_before(pod: Pod) -> bool:
+    """The API status names a container the runtime made (a kubelet before this one ran
+    the pod). Its status is then not to be computed from a runtime that could not be read:
+    the empty view would make every running container a lost one, and a restartPolicy
+    Never pod Failed for good (Go computes no status until the PLEG has read the pod)."""
+    return any(s.container_id for s in (*pod.status.init_container_statuses, *pod.status.container_statuses))
+
+
 def _resources_of(spec: Container) -> tuple[dict[str, str] | None, ResourceRequirements | None]:
     """A running container's allocatedResources (its requests, a missing one its limit) and
     resources (what the kubelet applied: its spec's, resized in place when it changes)."""

@@ -36,6 +36,7 @@ from pykubelet.pods.hosts_file import PodHostnameError
 from pykubelet.pods.network import network_not_ready
 from pykubelet.pods.runtime_config import sandbox_config
 from pykubelet.pods.security_context import SecurityContextError
+from pykubelet.pods.status import ran_before
 from pykubelet.ports.cgroups import CgroupError
 from pykubelet.ports.cri import CriError
 from pykubelet.ports.cri.pods import read_created, read_pod_status
@@ -147,7 +148,9 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
             except CriError as exc:
                 wake_in = retry.next_delay()
                 log.warning("pod sync failed, retrying in %.3gs: %s", wake_in, exc, extra=self.fields)
-                if self.pod is not None and self.deps.statuses.get(self.uid) is None:
+                # Seen at once in /pods, Pending; but not a pod that ran under an earlier
+                # kubelet: the unread runtime would make its containers lost ones (BUG 7).
+                if self.pod is not None and self.deps.statuses.get(self.uid) is None and not ran_before(self.pod):
                     self._publish(self.pod, PodRuntimeStatus(uid=self.uid, name="", namespace=""))
             wake_at = trio.current_time() + wake_in if wake_in is not None else math.inf
 

@@ -48,6 +48,14 @@ BUG 6  (cluster mode) The same lost deletion as BUG 3, by another road: an API p
   object kept its deletionTimestamp for ever. Fixed: the pod status board keeps the
   terminated API pods until the status manager has deleted them (or found them gone), and
   each whole look of a new incarnation reads them there.
+
+BUG 7  (cluster mode) A restartPolicy Never API pod running under a killed kubelet ended
+  Failed for good: the new kubelet's first syncs failed (the runtime down), and the worker
+  published a placeholder status computed from an empty runtime view. The pod's API status
+  said its container ran, so the empty view made it a lost container (ContainerStatusUnknown)
+  and the Never pod Failed, a terminal phase no later sync may leave. Fixed: a pod whose API
+  status names a container the runtime made gets no status until the runtime is read (Go
+  computes none until the PLEG has read the pod). Seeds 1359 and 1365 of the long run.
 """
 
 from __future__ import annotations
@@ -300,12 +308,22 @@ BUG_6_SCHEDULE = Schedule(seed=1377, cluster=True, steps=(
     Step(36.21, "crash", path="root/status-manager"),
 ), faults_end=36.21)
 
+BUG_7_SCHEDULE = Schedule(seed=1359, cluster=True, steps=(
+    Step(43.69, "api-add", pod=PodSpec("queue", (ContainerSpec("main", ignore_term=True),), restart_policy="Never",
+                                      host_network=False, grace=10, api=True)),
+    Step(77.05, "api-hang", duration=31.8),
+    Step(99.52, "kill-daemon"),
+    Step(108.24, "runtime-down", duration=1.7),
+), faults_end=108.24)
 
-@pytest.mark.parametrize("schedule", [BUG_3_SCHEDULE, BUG_4_SCHEDULE, BUG_5_SCHEDULE, BUG_6_SCHEDULE], ids=[
+
+@pytest.mark.parametrize("schedule", [BUG_3_SCHEDULE, BUG_4_SCHEDULE, BUG_5_SCHEDULE, BUG_6_SCHEDULE,
+                                      BUG_7_SCHEDULE], ids=[
     "bug3_a_deleted_api_pod_is_removed_after_the_status_manager_restarts",
     "bug4_a_restarted_pod_workers_supervisor_leaves_no_address_behind",
     "bug5_a_restarted_pod_worker_keeps_the_newest_spec",
     "bug6_a_terminated_api_pod_is_deleted_after_a_status_manager_crash",
+    "bug7_a_running_never_pod_stays_running_when_the_runtime_is_down_at_restart",
 ])
 def test_found_schedule_keeps_every_invariant(schedule):
     result = run_schedule(schedule)

@@ -25,7 +25,7 @@ from pykubelet.messages.pod import (
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus, SandboxRuntimeStatus
 from pykubelet.pods.labels import container_hash
 from pykubelet.pods.resources import parse_quantity, qos_class
-from pykubelet.pods.status import compute_pod_status, rfc3339
+from pykubelet.pods.status import compute_pod_status, ran_before, rfc3339
 
 IMAGE = "busybox:1"
 T0 = 1_795_000_000.0  # 2026-11-18T11:06:40Z
@@ -207,6 +207,19 @@ def test_container_that_was_running_and_vanished_is_shown_as_stopped_not_pending
     [a] = status.container_statuses
     assert a.last_state.terminated.reason == "ContainerStatusUnknown" and a.last_state.terminated.exit_code == 137
     assert a.restart_count == 2 and status.phase == "Running"
+
+
+def test_a_pod_ran_before_when_its_api_status_names_a_container_the_runtime_made():
+    """Such a pod gets no status from a runtime that could not be read (BUG 7)."""
+    pod = make_pod("a", "b", policy="Never")
+    assert not ran_before(pod)
+    pod.status = PodStatus(phase="Pending", container_statuses=[
+        ContainerStatus(name="a", ready=False, restart_count=0, image=IMAGE, state=waiting("ContainerCreating"))])
+    assert not ran_before(pod)
+    pod.status.container_statuses.append(ContainerStatus(
+        name="b", ready=True, restart_count=0, image=IMAGE, container_id="containerd://b-1",
+        state=ContainerState(running=ContainerStateRunning(started_at=EARLIER))))
+    assert ran_before(pod)
 
 
 # --- phase ------------------------------------------------------------------------------
