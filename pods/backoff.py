@@ -29,6 +29,12 @@ WATCH_BACKOFF_MAX = 30.0
 WATCH_BACKOFF_JITTER = 0.5
 
 
+def jittered(seconds: float, max_factor: float, random: Callable[[], float] | None = None) -> float:
+    """`seconds` stretched by up to `max_factor` of itself (Go's wait.Jitter: d + r*factor*d,
+    r from `random` in [0, 1), the random module's by default)."""
+    return seconds * (1 + max_factor * (random or _random.random)())
+
+
 @dataclass
 class ExponentialBackoff:
     """The delays of one retry loop: `initial`, times `factor` after each one up to
@@ -54,7 +60,7 @@ class ExponentialBackoff:
     def next_delay(self) -> float:
         """The delay to wait now; the one after it grows by `factor` (Go: Backoff.Step)."""
         delay, self._base = self._base, min(self._base * self.factor, self.maximum)
-        return delay * (1 + self.jitter * self.random()) if self.jitter else delay
+        return jittered(delay, self.jitter, self.random) if self.jitter else delay
 
     def reset(self) -> None:
         """Start over at `initial` (the retried call worked)."""

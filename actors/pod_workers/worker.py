@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import logging
 import math
-import random
 import time
 
 import trio
@@ -31,7 +30,7 @@ from pykubelet.pods.active_deadline import (
     past_active_deadline,
     start_time_of,
 )
-from pykubelet.pods.backoff import ExponentialBackoff
+from pykubelet.pods.backoff import ExponentialBackoff, jittered
 from pykubelet.pods.hosts_file import PodHostnameError
 from pykubelet.pods.network import network_not_ready
 from pykubelet.pods.runtime_config import sandbox_config
@@ -143,7 +142,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
                 retry.reset()
                 # Each worker resyncs on its own, with jitter, so that the pods of a node
                 # do not all sync in the same second (Go: workerResyncIntervalJitterFactor).
-                resync = self.deps.resync_period * (1 + RESYNC_JITTER * random.random())
+                resync = jittered(self.deps.resync_period, RESYNC_JITTER)
                 wake_in = resync if wake_in is None else min(wake_in, resync)
             except CriError as exc:
                 wake_in = retry.next_delay()
@@ -326,7 +325,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         if not self.network_held:
             self.network_held = True
             log.warning("%s", message, extra=self.fields)  # once per wait, not once per try
-        return NETWORK_RETRY * (1 + RESYNC_JITTER * random.random())
+        return jittered(NETWORK_RETRY, RESYNC_JITTER)
 
     def _with_probe_kills(self, actions: PodActions, runtime: PodRuntimeStatus) -> PodActions:
         """Also kill the containers whose liveness or startup probe failed; they restart
