@@ -9,7 +9,7 @@ from collections import Counter
 
 import trio
 
-from pykubelet.messages.runtime import Relist, RelistedContainer, RelistedSandbox
+from pykubelet.messages.runtime import PodRuntimeStatus, Relist, RelistedContainer, RelistedSandbox
 
 RuntimeItem = RelistedSandbox | RelistedContainer
 
@@ -59,6 +59,22 @@ class RuntimeIndex:
     def holds(self, pod_uid: str) -> bool:
         return pod_uid in self._per_pod
 
+    def shows(self, status: PodRuntimeStatus) -> bool:
+        """True when the index holds exactly the sandboxes and containers of `status`'s pod:
+        the same ids, each sandbox ready or not as there, each container in the same state.
+        O(the pod's own sandboxes and containers)."""
+        if self._per_pod.get(status.uid, 0) != len(status.sandboxes) + len(status.containers):
+            return False
+        for sandbox in status.sandboxes:
+            seen = self.sandboxes.get(sandbox.id)
+            if seen is None or seen.pod_uid != status.uid or seen.ready != (sandbox.state == "ready"):
+                return False
+        for container in status.containers:
+            listed = self.containers.get(container.id)
+            if listed is None or listed.pod_uid != status.uid or listed.state != container.state:
+                return False
+        return True
+
     def ready_pods(self) -> int:
         """Pods with a ready sandbox."""
         return len(self._ready)
@@ -79,11 +95,12 @@ class RuntimePods:
     """The managed pods in the runtime as the PLEG last saw them (the latest successful
     relist, kept current by the runtime's events), for readers outside the PLEG.
 
-    It also tells a pod worker when the runtime holds nothing of its pod, so that the
-    worker's sync need not ask (Go's pod workers sync from the PLEG's pod cache the same
-    way): the latest relist saw nothing of the pod, and no pod worker has created a sandbox
-    or container of it since that relist's list calls began. Sandboxes and containers are
-    made by pod workers alone, and whatever existed before the relist is in it.
+    It also spares a pod worker's sync the read of its pod from the runtime (Go's pod
+    workers sync from the PLEG's pod cache the same way) in two cases: the runtime holds
+    nothing of the pod (the latest relist saw nothing of it, and no pod worker has created
+    a sandbox or container of it since that relist's list calls began: sandboxes and
+    containers are made by pod workers alone, and whatever existed before the relist is in
+    it), or the worker's last read still stands (`unchanged_since`).
     """
 
     def __init__(self) -> None:
@@ -116,3 +133,19 @@ class RuntimePods:
         if self.index is None or self._relist_began is None or pod_uid in self._created:
             return False
         return not self.index.holds(pod_uid)
+
+    def unchanged_since(self, status: PodRuntimeStatus, synced_at: float) -> bool:
+        """True when a pod worker whose last sync ended at `synced_at` (trio time) may sync
+        from `status`, its last read of the pod, made after its last change to the runtime:
+        the latest relist began after that sync ended (Go: a pod cache entry newer than the
+        worker's last sync) and shows the pod's sandboxes and containers as `status` has
+        them (the runtime's events since are applied to the view too).
+
+        The fields a worker reads beyond the list calls' (exit codes, reasons, messages,
+        start and finish times, the sandbox IP) change only with a container's or sandbox's
+        state, and a state only moves forward (created, running, exited; ready, not ready),
+        so a view that began after the read and shows the same states shows the same pod.
+        """
+        if self.index is None or self._relist_began is None or self._relist_began <= synced_at:
+            return False
+        return status.uid not in self._created and self.index.shows(status)

@@ -1,11 +1,11 @@
 """The pod worker: one actor per pod UID that serialises that pod's syncs.
 
-Each sync reads the pod's state from the runtime (unless the PLEG's view shows the runtime
-holds nothing of the pod: see RuntimePods), asks compute_pod_actions what to do,
-does it over CRI, and publishes the pod's status. Messages arriving during a sync are
-coalesced: the newest spec wins, a TerminatePod sticks. A container in back-off makes the
-worker wake itself when the back-off ends; a pod that needs the pod network waits, tried
-again every second or so, while the runtime reports NetworkReady=false.
+Each sync takes the pod's state from the runtime (or from the PLEG's view where that is
+as fresh: see _runtime_status), asks compute_pod_actions what to do, does it over CRI, and
+publishes the pod's status. Messages arriving during a sync are coalesced: the newest spec
+wins, a TerminatePod sticks. A container in back-off makes the worker wake itself when the
+back-off ends; a pod that needs the pod network waits, tried again every second or so,
+while the runtime reports NetworkReady=false.
 """
 
 from __future__ import annotations
@@ -111,6 +111,10 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         self.applied: dict[str, api_pb2.LinuxContainerResources] = {}
         self.resize_pending: PodCondition | None = None  # a resize that does not fit the node
         self.network_held = False  # the last sync stopped at NetworkNotReady
+        # The pod in the runtime as this worker last read it, after its last change to it
+        # (None: no such read), and when its last sync ended (trio time): see _runtime_status.
+        self.last_read: PodRuntimeStatus | None = None
+        self.synced_at = -math.inf
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -187,10 +191,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         operation = "create" if not self.synced_once else "update" if self.updated else "sync"
         started = time.perf_counter()
         cri = deps.runtime.client
-        if deps.runtime_pods is not None and deps.runtime_pods.holds_nothing_of(self.uid):
-            runtime = PodRuntimeStatus(uid=self.uid, name=pod.metadata.name, namespace=pod.metadata.namespace)
-        else:
-            runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
+        runtime = await self._runtime_status(pod)
         start_time = start_time_of(pod, deps.statuses.get(self.uid))
         exceeded = past_active_deadline(pod, time.time(), start_time)
         # An evicted pod is stopped for good, as one past its deadline.
@@ -206,13 +207,16 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         finally:
             # Publish what is true now, also when a step failed half way.
             if not actions.nothing_to_do:
+                self.last_read = None  # the runtime changed: only a read made since may stand for it
                 with contextlib.suppress(CriError):
                     if runtime.sandboxes or runtime.containers:
                         runtime = await read_pod_status(cri, self.uid, pod.metadata.name, pod.metadata.namespace)
                     else:  # the runtime held nothing of the pod: now it holds what this sync made
                         runtime = await read_created(cri, self.uid, pod.metadata.name, pod.metadata.namespace, *self.created)
+                    self.last_read = runtime
             self._publish(pod, runtime)
             await self._tell_probes(pod, runtime)
+            self.synced_at = trio.current_time()  # Go: lastSyncTime, after each sync, failed or not
         deps.metrics.pod_worker_duration.labels(operation).observe(time.perf_counter() - started)
         self.synced_once, self.updated = True, False
         # Wake at the pod's active deadline (Go: the activeDeadlineHandler's ShouldSync).
@@ -220,6 +224,21 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         if remaining:
             wake_in = remaining if wake_in is None else min(wake_in, remaining)
         return wake_in
+
+    async def _runtime_status(self, pod: Pod) -> PodRuntimeStatus:
+        """The pod in the runtime, for a sync to decide on. Read from the runtime, unless the
+        PLEG's view makes the read needless (Go: the pod workers' GetNewerThan on the PLEG's
+        pod cache): the runtime holds nothing of the pod, or the latest relist began after
+        this worker's last sync ended and shows the pod as the worker last read it after
+        its own last change. A sync right after the worker's own change therefore reads
+        the runtime, as does one after the relist showed the pod changed (the PLEG keeps
+        list data only; a changed pod is read afresh here, once, where Go's PLEG reads it)."""
+        view, name, namespace = self.deps.runtime_pods, pod.metadata.name, pod.metadata.namespace
+        if view is not None and view.holds_nothing_of(self.uid):
+            self.last_read = PodRuntimeStatus(uid=self.uid, name=name, namespace=namespace)
+        elif view is None or self.last_read is None or not view.unchanged_since(self.last_read, self.synced_at):
+            self.last_read = await read_pod_status(self.deps.runtime.client, self.uid, name, namespace)
+        return self.last_read
 
     async def _perform(self, pod: Pod, runtime: PodRuntimeStatus, actions: PodActions) -> float | None:
         cri = self.deps.runtime.client
