@@ -19,7 +19,10 @@ as % of one core from utime+stime in /proc/<pid>/stat over the window; PLEG reli
 estimated from the kubelet_pleg_relist_duration_seconds histogram gathered during the
 window (Prometheus histogram_quantile interpolation inside Go's default buckets, so never
 finer than a bucket: 5, 10, 25, 50, 100 ms ...), with its exact mean from _sum/_count.
-Nothing but /proc is read during a window; /metrics is scraped just before and after it.
+Nothing but /proc is read during a window; /metrics is scraped just before and after it,
+which also gives the CRI calls a minute in the window (kubelet_runtime_operations_total, by
+operation_type: a pod worker's read of its pod is a ListPodSandbox, a ListContainers, and a
+PodSandboxStatus and a ContainerStatus per sandbox and container).
 After each window, GET /pods and GET /debug/actors are timed over the admin socket
 (--requests each, one after the other; p50 and max), idle against steady.
 Targets from the issue: RSS <= --rss-target-mb (100; 200 at 500 pods, 60 at 110 at rest),
@@ -57,6 +60,7 @@ from _support import (  # noqa: E402
 
 RELIST = "kubelet_pleg_relist_duration_seconds"
 RELIST_INTERVAL = "kubelet_pleg_relist_interval_seconds"
+CRI_OPERATIONS = "kubelet_runtime_operations_total"
 MB = 1024 * 1024
 ENDPOINTS = ("/pods", "/debug/actors")
 
@@ -72,6 +76,17 @@ class Window:
     relists: int
     intervals: int
     late_intervals: int  # relist intervals over 2.5 s (the bucket above 1 s ends there)
+    cri_calls: dict[str, float]  # operation_type -> calls in the window
+
+
+def cri_operations(metrics_text: str) -> dict[str, float]:
+    """kubelet_runtime_operations_total by operation_type."""
+    calls = {}
+    for line in metrics_text.splitlines():
+        if line.startswith(f"{CRI_OPERATIONS}{{"):
+            operation = line.split('operation_type="', 1)[1].split('"', 1)[0]
+            calls[operation] = float(line.rsplit(" ", 1)[1])
+    return calls
 
 
 def watch(daemon: BenchDaemon, seconds: float) -> Window:
@@ -79,6 +94,7 @@ def watch(daemon: BenchDaemon, seconds: float) -> Window:
     assert daemon.client is not None
     metrics = daemon.client.get("/metrics").text
     relist_before, interval_before = histogram(metrics, RELIST), histogram(metrics, RELIST_INTERVAL)
+    calls_before = cri_operations(metrics)
     started, cpu_started = time.perf_counter(), cpu_seconds(daemon.pid)
     rss = []
     tick = started
@@ -94,6 +110,7 @@ def watch(daemon: BenchDaemon, seconds: float) -> Window:
     relists, total, count = histogram_delta(relist_before, histogram(metrics, RELIST))
     intervals, _, _ = histogram_delta(interval_before, histogram(metrics, RELIST_INTERVAL))
     within = dict(intervals)
+    calls_after = cri_operations(metrics)
     return Window(
         seconds=elapsed,
         rss=rss,
@@ -104,6 +121,7 @@ def watch(daemon: BenchDaemon, seconds: float) -> Window:
         relists=int(count),
         intervals=int(within.get(float("inf"), 0)),
         late_intervals=int(within.get(float("inf"), 0) - within.get(2.5, 0)),
+        cri_calls={op: n - calls_before.get(op, 0.0) for op, n in calls_after.items() if n > calls_before.get(op, 0.0)},
     )
 
 
@@ -172,6 +190,10 @@ def report(pods: int, idle: Window, steady: Window, start_seconds: float, still_
           f"over 2.5 s: idle {idle.late_intervals}/{idle.intervals}, steady {steady.late_intervals}/{steady.intervals}")
     print(f"  {pods} pods Running {start_seconds:.1f} s after their manifests were written; "
           f"{still_running}/{pods} still Running after the window")
+    for name, window in (("idle", idle), ("steady", steady)):
+        per_minute = {op: 60 * n / window.seconds for op, n in sorted(window.cri_calls.items(), key=lambda kv: -kv[1])}
+        detail = ", ".join(f"{op} {n:.0f}" for op, n in per_minute.items())
+        print(f"  CRI calls a minute, {name}: {sum(per_minute.values()):.0f} ({detail})")
     for path, (idle_s, steady_s) in requests.items():
         print(f"  GET {path:<14} p50 {milli(statistics.median(idle_s))} -> {milli(statistics.median(steady_s))}, "
               f"max {milli(max(idle_s))} -> {milli(max(steady_s))} (idle -> steady, {len(steady_s)} requests)")
