@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import trio
 from prometheus_client import CollectorRegistry
@@ -60,7 +62,7 @@ from pykubelet.actors.sync_loop import DesiredPods, SyncLoopSettings, sync_loop_
 from pykubelet.messages.pod_updates import ObjectsChanged, SourcePods, SyncLoopMessage
 from pykubelet.pods.backoff import CrashLoopBackOff
 from pykubelet.pods.eviction_thresholds import NodeReclaim
-from pykubelet.ports.apiserver import ApiClient, Credentials, RestClientMetrics
+from pykubelet.ports.apiserver import Credentials, RestClientMetrics
 from pykubelet.supervisor import (
     ChildSpec,
     MailboxFull,
@@ -71,7 +73,21 @@ from pykubelet.supervisor import (
     UnknownAddress,
 )
 
+if TYPE_CHECKING:
+    from pykubelet.ports.apiserver import ApiClient as Client
+
 ADMIN_SOCKET_NAME = "pykubelet.sock"
+
+# The API client class, imported by the first cluster-mode Daemon (api_client()): it brings
+# httpx, which a standalone kubelet never needs. tests/simulation sets its own here.
+ApiClient: Callable[..., Client] | None = None
+
+
+def api_client() -> Callable[..., Client]:
+    global ApiClient
+    if ApiClient is None:
+        from pykubelet.ports.apiserver import ApiClient
+    return ApiClient
 
 
 @dataclass(frozen=True)
@@ -138,23 +154,24 @@ class Daemon:
         self.desired = DesiredPods()
         self.probe_results = ProbeResults()
         self.registered_node = RegisteredNode()
-        self.api: ApiClient | None = None
-        self.heartbeat: ApiClient | None = None
-        self.events_api: ApiClient | None = None
+        self.api: Client | None = None
+        self.heartbeat: Client | None = None
+        self.events_api: Client | None = None
         self.objects: ObjectCache | None = None
         tokens: TokenManager | None = None
         if settings.cluster is not None:
+            new_client = api_client()
             cluster = settings.cluster
             rest_metrics = RestClientMetrics(self.metrics)
-            self.api = ApiClient(
+            self.api = new_client(
                 cluster.credentials, qps=cluster.api_qps, burst=cluster.api_burst, metrics=rest_metrics,
             )
             # Events go through a client of their own, limited by eventRecordQPS/eventBurst
             # in the sink, so that they do not use up kubeAPIQPS (as Go).
-            self.events_api = ApiClient(cluster.credentials, qps=None, metrics=rest_metrics)
+            self.events_api = new_client(cluster.credentials, qps=None, metrics=rest_metrics)
             # The lease has its own client, with a timeout no longer than a renewal
             # period's worth of waiting (Go: min(lease duration, status update frequency)).
-            self.heartbeat = ApiClient(
+            self.heartbeat = new_client(
                 cluster.credentials, qps=None,
                 timeout=min(cluster.lease.duration, cluster.node_status.update_frequency),
             )

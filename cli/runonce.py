@@ -17,7 +17,6 @@ import signal
 import sys
 from typing import Sequence, TextIO
 
-import httpx
 import trio
 
 from pykubelet.actors import events as events_reasons
@@ -99,6 +98,8 @@ def read_manifests(config, node_name: str) -> list[Pod]:
         headers = [(name, value) for name, values in config.static_pod_url_header.items() for value in values]
 
         async def get():
+            import httpx  # only --manifest-url needs it
+
             async with httpx.AsyncClient(headers=headers, follow_redirects=True) as client:
                 return await fetch(client, url, timeout=10.0)
 

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import httpx
 import msgspec
@@ -23,10 +23,9 @@ import trio
 from .errors import ApiError, ApiUnavailable, ProtocolError, error_from_status, unavailable
 from .kubeconfig import Credentials, TokenFile
 from .metrics import RestClientMetrics
+from .objects import PATCH_CONTENT_TYPES, PatchType, decode
 from .ratelimit import TokenBucket
 from .watch import WatchDecoder, WatchEvent
-
-T = TypeVar("T")
 
 DEFAULT_QPS = 50.0  # KubeletConfiguration kubeAPIQPS
 DEFAULT_BURST = 100  # KubeletConfiguration kubeAPIBurst
@@ -36,13 +35,6 @@ DEFAULT_TIMEOUT = 60.0
 # kube-apiserver sends a watcher that allows bookmarks one about every minute: a watch
 # silent for longer than this is presumed dead.
 DEFAULT_WATCH_READ_TIMEOUT = 150.0
-
-PatchType = Literal["strategic", "merge", "json"]
-PATCH_CONTENT_TYPES = {
-    "strategic": "application/strategic-merge-patch+json",
-    "merge": "application/merge-patch+json",
-    "json": "application/json-patch+json",
-}
 
 _GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
            "armv7l": "arm", "ppc64le": "ppc64le", "s390x": "s390x", "i686": "386"}
@@ -56,20 +48,6 @@ def default_user_agent() -> str:
         ours = "unknown"
     machine = platform.machine().lower()
     return f"pykubelet/{ours} ({sys.platform}/{_GOARCH.get(machine, machine)}) kubelet"
-
-
-def decode(obj: Mapping[str, Any], type_: type[T]) -> T:
-    """An API object (dict) as a msgspec Struct; fields the Struct does not model are ignored.
-
-    Read with it; write back the dict, which keeps every field. ValueError names the object.
-    """
-    try:
-        return msgspec.convert(obj, type_)
-    except msgspec.ValidationError as exc:
-        meta = obj.get("metadata") or {}
-        ident = "/".join(p for p in (meta.get("namespace"), meta.get("name")) if p) or "?"
-        raise ValueError(f"{obj.get('kind') or type_.__name__} {ident}: cannot decode as "
-                         f"{type_.__name__}: {exc}") from None
 
 
 class ApiClient:
