@@ -46,6 +46,8 @@ def test_the_api_client_and_httpx_are_loaded_when_cluster_mode_asks_for_the_clie
     assert loaded_after("from pykubelet.ports.apiserver import ApiError, decode, load_kubeconfig") == []
     assert loaded_after("from pykubelet.ports.apiserver import ApiClient; assert ApiClient.__name__") == [
         "httpx", "pykubelet.ports.apiserver.client"]
+    code = "from pykubelet.actors import root\nassert root.api_client().__name__ == 'ApiClient'"
+    assert loaded_after(code) == ["httpx", "pykubelet.ports.apiserver.client"]
 
 
 def test_an_unknown_name_of_the_api_server_port_is_still_an_attribute_error():
