@@ -34,6 +34,7 @@ from .errors import (
 from .kubeconfig import ClientCertificate, Credentials, KubeconfigError, load_kubeconfig
 from .metrics import REQUEST_DURATION_BUCKETS, RestClientMetrics
 from .ratelimit import TokenBucket
+from .reachability import ApiReachability
 from .watch import WatchDecoder, WatchEvent
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "REQUEST_DURATION_BUCKETS",
     "AlreadyExists",
     "ApiClient",
+    "ApiReachability",
     "ApiError",
     "ApiUnavailable",
     "ClientCertificate",
