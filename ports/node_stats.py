@@ -58,7 +58,7 @@ class CgroupReading(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 def parse_mount_lines(text: str) -> list[tuple[str, str, list[str]]]:
     """/proc/self/mounts -> (mount point, filesystem type, options) of each mount, in mount
-    order (ports/cgroups.py reads every controller's hierarchy from it too)."""
+    order (ports/cgroups/mode.py reads every controller's hierarchy from it too)."""
     out = []
     for line in text.splitlines():
         fields = line.split()
