@@ -3,7 +3,7 @@ statfs and disk usage, read as cAdvisor reads them, so that the summary needs no
 (whose filesystem discovery fails on this machine's virtual disks). The parsers are pure
 and take file text; the readers return None for what cannot be read, never raise for it.
 
-actors/server/stats.py hands read_all() a ReadPlan once per request, in a worker thread:
+actors/server/stats/provider.py hands read_all() a ReadPlan once per request, in a worker thread:
 every file of the summary in one batch.
 """
 
