@@ -29,17 +29,15 @@ from pykubelet.messages.config import (
     DEFAULT_RUNTIME_ENDPOINT,
     GO_ONLY_FIELDS,
     KIND,
-    DurationError,
     KubeletConfiguration,
     KubeletFlags,
     LoggingConfiguration,
     VModuleItem,
-    dec_hook,
     go_field_names,
-    parse_duration,
     set_defaults,
-    validate_kubelet_configuration,
 )
+from pykubelet.messages.config_validation import validate_kubelet_configuration
+from pykubelet.messages.duration import DurationError, dec_hook, parse_duration
 from pykubelet.pods.kubelet_auth import standalone_auth, validate_auth
 
 from .logs import parse_vmodule

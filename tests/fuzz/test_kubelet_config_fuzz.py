@@ -13,16 +13,8 @@ import yaml
 from hypothesis import example, given, strategies as st
 
 from pykubelet.cli.config import _FLAGS, ConfigurationError, LoadedConfiguration, build_configuration, read_config_file
-from pykubelet.messages.config import (
-    API_VERSION,
-    KIND,
-    Duration,
-    DurationError,
-    KubeletConfiguration,
-    format_duration,
-    go_field_names,
-    parse_duration,
-)
+from pykubelet.messages.config import API_VERSION, KIND, KubeletConfiguration, go_field_names
+from pykubelet.messages.duration import Duration, DurationError, format_duration, parse_duration
 
 from .support import tried, valid
 
