@@ -2,7 +2,7 @@
 the --config file) with its defaults, and KubeletFlags (options that exist only as
 command-line flags).
 
-cli/config.py builds both from the command line and the file; every actor reads them. Field
+cli/config/ builds both from the command line and the file; every actor reads them. Field
 names on the wire are the Go kubelet's, defaults are SetDefaults_KubeletConfiguration's, and
 durations are Go duration strings ("1m30s") held as seconds (messages/duration.py); the checks
 are in messages/config_validation.py.

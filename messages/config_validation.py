@@ -1,6 +1,6 @@
 """The checks of a KubeletConfiguration (Go's ValidateKubeletConfiguration, plus what
 pykubelet cannot apply), each problem as (Go field path, problem); and the byte quantities
-(containerLogMaxSize) as Go's resource.ParseQuantity reads them. cli/config.py calls them."""
+(containerLogMaxSize) as Go's resource.ParseQuantity reads them. cli/config/ calls them."""
 
 from __future__ import annotations
 
