@@ -239,7 +239,7 @@ class GarbageCollector:
         sandboxes = [s for s in sandboxes if s.id not in gone]
 
         live = {s.pod_uid for s in sandboxes} | {c.pod_uid for c in containers}
-        removed_dirs = self._remove_pod_log_dirs(live)
+        removed_dirs = await self._remove_pod_log_dirs(live)
         if self.volumes is not None:
             for uid in pod_dirs_to_remove(self.volumes.pods_on_disk(), desired_pod_uids=self.desired(), live_pod_uids=live):
                 log.info("removing the volumes and files of a pod that is gone", extra={"pod_uid": uid})
@@ -317,25 +317,19 @@ class GarbageCollector:
             return "kept"
         return "removed"
 
-    def _remove_pod_log_dirs(self, live: set[str]) -> int:
-        try:
-            names = [entry.name for entry in os.scandir(self.pod_logs_dir) if entry.is_dir(follow_symlinks=False)]
-        except FileNotFoundError:
-            return 0
+    async def _remove_pod_log_dirs(self, live: set[str]) -> int:
+        """The log directories of pods gone, read and removed in a worker thread that a
+        cancelled gc leaves to finish alone (the disk must not hold up a restart)."""
+        names = await trio.to_thread.run_sync(_pod_log_dir_names, self.pod_logs_dir, abandon_on_cancel=True)
         # The desired pods once more, after reading the directory: a pod started since the
         # runtime was listed has its log directory, and is desired by now.
-        removed = 0
-        for name in pod_log_dirs_to_remove(names, desired_pod_uids=self.desired(), live_pod_uids=live):
-            path = os.path.join(self.pod_logs_dir, name)
-            try:
-                shutil.rmtree(path)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                log.warning("cannot remove pod log directory %s: %s", path, exc)
-                continue
-            removed += 1
-        return removed
+        paths = [
+            os.path.join(self.pod_logs_dir, name)
+            for name in pod_log_dirs_to_remove(names, desired_pod_uids=self.desired(), live_pod_uids=live)
+        ]
+        if not paths:
+            return 0
+        return await trio.to_thread.run_sync(_remove_pod_log_dirs, paths, abandon_on_cancel=True)
 
     # -- images --------------------------------------------------------------------------
 
@@ -460,3 +454,24 @@ def _sandbox(s: api_pb2.PodSandbox) -> GcSandbox:
         created_at=s.created_at / 1e9,
         managed=is_managed(labels),
     )
+
+
+def _pod_log_dir_names(pod_logs_dir: str) -> list[str]:
+    try:
+        return [entry.name for entry in os.scandir(pod_logs_dir) if entry.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return []
+
+
+def _remove_pod_log_dirs(paths: list[str]) -> int:
+    removed = 0
+    for path in paths:
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("cannot remove pod log directory %s: %s", path, exc)
+            continue
+        removed += 1
+    return removed
