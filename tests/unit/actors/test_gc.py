@@ -204,7 +204,7 @@ async def test_a_gc_stopped_during_a_slow_disk_clean_up_stops_at_once(tmp_path, 
     for the disk: the removal goes on in its thread."""
     import threading
 
-    from pykubelet.actors import gc as gc_module
+    from pykubelet.actors.gc import containers as gc_module
 
     started, release, finished = threading.Event(), threading.Event(), threading.Event()
 
