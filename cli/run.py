@@ -33,7 +33,9 @@ from pykubelet.pods.node import node_labels, resource_quantities
 from pykubelet.embedded_runtime.launcher import EmbeddedRuntimeError
 from pykubelet.embedded_runtime.launcher import endpoint as embedded_endpoint
 from pykubelet.embedded_runtime.launcher import ensure_running as ensure_embedded_runtime
-from pykubelet.messages.config import EMBEDDED_RUNTIME, enc_hook, parse_byte_quantity
+from pykubelet.messages.config import EMBEDDED_RUNTIME
+from pykubelet.messages.config_validation import parse_byte_quantity
+from pykubelet.messages.duration import enc_hook
 from pykubelet.ports import malloc
 from pykubelet.ports.apiserver import KubeconfigError, load_kubeconfig
 from pykubelet.ports.systemd_notify import NotifySocket

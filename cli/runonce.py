@@ -28,7 +28,7 @@ from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.actors.sources.file import ManifestPath
 from pykubelet.actors.sources.http import FetchFailed, ManifestURL, fetch
 from pykubelet.actors.sync_loop import DesiredPods
-from pykubelet.messages.config import format_duration
+from pykubelet.messages.duration import format_duration
 from pykubelet.messages.pod import Pod
 from pykubelet.pods.run_once import RUN_ONCE_MANIFEST_DELAY, Verdict, gave_up, judge, retry_delays
 from pykubelet.supervisor import RestartIntensityExceeded

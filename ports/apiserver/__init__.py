@@ -29,6 +29,7 @@ from .kubeconfig import ClientCertificate, Credentials, KubeconfigError, load_ku
 from .metrics import REQUEST_DURATION_BUCKETS, RestClientMetrics
 from .objects import PATCH_CONTENT_TYPES, PatchType, decode
 from .ratelimit import TokenBucket
+from .reachability import ApiReachability
 from .watch import WatchDecoder, WatchEvent
 
 _CLIENT = frozenset({"DEFAULT_BURST", "DEFAULT_QPS", "DEFAULT_TIMEOUT", "DEFAULT_WATCH_READ_TIMEOUT", "ApiClient",
@@ -60,6 +61,7 @@ __all__ = [
     "REQUEST_DURATION_BUCKETS",
     "AlreadyExists",
     "ApiClient",
+    "ApiReachability",
     "ApiError",
     "ApiUnavailable",
     "ClientCertificate",

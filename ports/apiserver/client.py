@@ -25,6 +25,7 @@ from .kubeconfig import Credentials, TokenFile
 from .metrics import RestClientMetrics
 from .objects import PATCH_CONTENT_TYPES, PatchType, decode
 from .ratelimit import TokenBucket
+from .reachability import ApiReachability
 from .watch import WatchDecoder, WatchEvent
 
 DEFAULT_QPS = 50.0  # KubeletConfiguration kubeAPIQPS
@@ -69,6 +70,7 @@ class ApiClient:
         watch_read_timeout: float = DEFAULT_WATCH_READ_TIMEOUT,
         user_agent: str | None = None,
         metrics: RestClientMetrics | None = None,
+        reachability: ApiReachability | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.credentials = credentials
@@ -78,6 +80,7 @@ class ApiClient:
         self.watch_read_timeout = watch_read_timeout
         self.user_agent = user_agent or default_user_agent()
         self.metrics = metrics
+        self.reachability = reachability or ApiReachability()
         self.limiter = TokenBucket(qps, burst) if qps is not None else None
         self._token_file = None
         if credentials.token_file is not None and credentials.token is not None:
@@ -220,11 +223,13 @@ class ApiClient:
         finally:
             if self.metrics is not None:
                 self.metrics.record(method, self.host, code, time.perf_counter() - started)
+        self.reachability.answered(response.status_code)
         return self._answer(response, method, path, params)
 
     def _unavailable(self, exc: BaseException | None, method: str, path: str, url: httpx.URL,
                      params: Mapping[str, Any] | None, *, timeout: float | None = None,
                      watch_idle: bool = False) -> ApiUnavailable:
+        self.reachability.failed()  # every request (or watch) that got no answer passes here
         return unavailable(exc, method=method, path=path, url=str(url), params=params,
                            credentials=self.credentials,
                            timeout=self.timeout if timeout is None else timeout,
@@ -308,6 +313,7 @@ class WatchStream:
         finally:
             if client.metrics is not None:
                 client.metrics.record("GET", client.host, code, time.perf_counter() - started)
+        client.reachability.answered(response.status_code)
         if response.status_code >= 300:
             content = b""
             try:
