@@ -7,7 +7,7 @@ requests, not a sum over every pod at each pod cgroup), and each container's CRI
 pod's sandbox and containers under the pod's cgroup (the sandbox's cgroup_parent).
 
 The numbers are decided in pods/container_resources.py and pods/cgroup_names.py; the files
-are written by ports/cgroups.py. Pod workers, GC and the eviction manager call in; the calls
+are written by ports/cgroups/. Pod workers, GC and the eviction manager call in; the calls
 that touch the cgroup filesystem run in a worker thread.
 """
 

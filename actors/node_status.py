@@ -43,7 +43,7 @@ from pykubelet.pods.node import (
 )
 from pykubelet.pods.network import RUNTIME_NETWORK_NOT_READY
 from pykubelet.pods.node_allocatable import allocatable
-from pykubelet.ports.apiserver.client import PatchType
+from pykubelet.ports.apiserver.objects import PatchType
 from pykubelet.ports.apiserver.errors import AlreadyExists, ApiError, NotFound
 from pykubelet.supervisor import ActorContext
 from pykubelet.supervisor.verbosity import V

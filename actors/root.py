@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import trio
 from prometheus_client import CollectorRegistry
@@ -55,12 +57,13 @@ from pykubelet.actors.sources.http import http_source_actor
 from pykubelet.actors.status_manager import status_manager_actor
 from pykubelet.actors.volumes import ObjectCache, TokenManager, VolumeManager, object_watches_actor
 from pykubelet.messages.pod import Pod
+from pykubelet.messages.api_server import ApiServerAnswersAgain, MirrorPodsMessage
 from pykubelet.messages.pod_status_reports import StatusManagerMessage
 from pykubelet.actors.sync_loop import DesiredPods, SyncLoopSettings, sync_loop_actor
 from pykubelet.messages.pod_updates import ObjectsChanged, SourcePods, SyncLoopMessage
 from pykubelet.pods.backoff import CrashLoopBackOff
 from pykubelet.pods.eviction_thresholds import NodeReclaim
-from pykubelet.ports.apiserver import ApiClient, Credentials, RestClientMetrics
+from pykubelet.ports.apiserver import ApiReachability, Credentials, RestClientMetrics
 from pykubelet.supervisor import (
     ChildSpec,
     MailboxFull,
@@ -71,7 +74,21 @@ from pykubelet.supervisor import (
     UnknownAddress,
 )
 
+if TYPE_CHECKING:
+    from pykubelet.ports.apiserver import ApiClient as Client
+
 ADMIN_SOCKET_NAME = "pykubelet.sock"
+
+# The API client class, imported by the first cluster-mode Daemon (api_client()): it brings
+# httpx, which a standalone kubelet never needs. tests/simulation sets its own here.
+ApiClient: Callable[..., Client] | None = None
+
+
+def api_client() -> Callable[..., Client]:
+    global ApiClient
+    if ApiClient is None:
+        from pykubelet.ports.apiserver import ApiClient
+    return ApiClient
 
 
 @dataclass(frozen=True)
@@ -138,25 +155,31 @@ class Daemon:
         self.desired = DesiredPods()
         self.probe_results = ProbeResults()
         self.registered_node = RegisteredNode()
-        self.api: ApiClient | None = None
-        self.heartbeat: ApiClient | None = None
-        self.events_api: ApiClient | None = None
+        self.api: Client | None = None
+        self.heartbeat: Client | None = None
+        self.events_api: Client | None = None
         self.objects: ObjectCache | None = None
         tokens: TokenManager | None = None
         if settings.cluster is not None:
+            new_client = api_client()
             cluster = settings.cluster
             rest_metrics = RestClientMetrics(self.metrics)
-            self.api = ApiClient(
+            # One view of whether the API server answers, fed by all three clients: the
+            # first of them to be answered after an outage tells the actors that wait.
+            reachability = ApiReachability(on_answers_again=self._api_server_answers_again)
+            self.api = new_client(
                 cluster.credentials, qps=cluster.api_qps, burst=cluster.api_burst, metrics=rest_metrics,
+                reachability=reachability,
             )
             # Events go through a client of their own, limited by eventRecordQPS/eventBurst
             # in the sink, so that they do not use up kubeAPIQPS (as Go).
-            self.events_api = ApiClient(cluster.credentials, qps=None, metrics=rest_metrics)
+            self.events_api = new_client(cluster.credentials, qps=None, metrics=rest_metrics, reachability=reachability)
             # The lease has its own client, with a timeout no longer than a renewal
             # period's worth of waiting (Go: min(lease duration, status update frequency)).
-            self.heartbeat = ApiClient(
+            self.heartbeat = new_client(
                 cluster.credentials, qps=None,
                 timeout=min(cluster.lease.duration, cluster.node_status.update_frequency),
+                reachability=reachability,
             )
             self.objects = ObjectCache(on_change=self._objects_changed)
             tokens = TokenManager(self.api)
@@ -354,7 +377,10 @@ class Daemon:
                 mirror_pods_actor(
                     client=self.api, statuses=self.statuses, node_name=self.node.name,
                     registered_node_uid=self.registered_node.get_uid, desired=self.desired.current,
+                    status_manager="root/status-manager",
                 ),
+                # Not durable: a new incarnation starts with a round of its own.
+                mailbox=MailboxSpec(capacity=4, accepts=(MirrorPodsMessage,)),
             ),
         ]
 
@@ -381,6 +407,15 @@ class Daemon:
         api = self.settings.kubelet_api
         assert api is not None and api.config is not None
         return KubeletAuth(api.config, node_name=self.node.name, api=self.api)
+
+    def _api_server_answers_again(self) -> None:
+        """The API server answered after a request that got none: the status manager and the
+        mirror pod actor try now what they held back, not after their back-off or period
+        (the node lease keeps its back-off, as Go's lease controller does). A full mailbox
+        already holds the word."""
+        for address in ("root/status-manager", "root/mirror-pods"):
+            with contextlib.suppress(UnknownAddress, MailboxFull):
+                self.root.registry.lookup(address).send_nowait(ApiServerAnswersAgain())
 
     def _objects_changed(self, pod_uids: set[str]) -> None:
         """A watched object changed: the sync loop syncs the pods that read it. A full

@@ -19,6 +19,10 @@ the same with 500 pods as with 5: PodStatusChanged, which a pod worker sends whe
 publishes a changed status, or PodTerminated from a pod worker that has stopped and removed
 everything of a pod. What no message names (a pod refused at admission, a hold that ended)
 waits for the next whole look, at most `poll` later. A round writes up to WRITERS pods at once.
+Two more messages end a wait: MirrorPodCreated (from the mirror pod actor) has a static
+pod's new mirror pod read and written at once, not a period later; ApiServerAnswersAgain
+(from the daemon, once the API server answers after a request that got no answer) ends a
+back-off, so that what piled up during an outage is written as soon as the server is back.
 
 Deletion (Go's canBeDeleted, with this kubelet's signal of "termination finished"): an API
 pod is deleted (gracePeriodSeconds 0, preconditions.uid) when
@@ -32,9 +36,9 @@ Static pods (config.source other than "api"; Go's translatePodUID): their status
 their mirror pod, the API pod of the same name whose kubernetes.io/config.mirror annotation
 is the static pod's config.hash, with the mirror pod's UID as precondition. Without one
 (not created yet, or of an older manifest) nothing is written and the pod is looked at
-again after `period`; a mirror pod is also re-read every `period`, since the mirror pod
-actor may have replaced it by a new one. A static pod is never deleted from the API here:
-its mirror pod is actors/mirror_pods.py's.
+again after `period`, or at once on MirrorPodCreated; a mirror pod is also re-read every
+`period`, since the mirror pod actor may have replaced it by a new one. A static pod is
+never deleted from the API here: its mirror pod is actors/mirror_pods.py's.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ from pykubelet.actors.status_sync import (
     StatusManager,
     StatusManagerSettings,
 )
-from pykubelet.messages.pod_status_reports import PodTerminated
+from pykubelet.messages.api_server import ApiServerAnswersAgain
+from pykubelet.messages.pod_status_reports import MirrorPodCreated, PodTerminated
 from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.supervisor import ActorContext
 
@@ -65,11 +70,13 @@ log = logging.getLogger("pykubelet.status_manager")
 
 
 class _Wake:
-    """The pods the mailbox named since the last look, and the event that ends a wait early."""
+    """The pods the mailbox named since the last look, the event that ends a wait early,
+    and whether the API server answered again since the last round began."""
 
     def __init__(self) -> None:
         self._event = trio.Event()
         self.named: set[str] = set()
+        self._answers_again = trio.Event()
 
     def set(self, uid: str) -> None:
         self.named.add(uid)
@@ -83,11 +90,34 @@ class _Wake:
         named, self.named = self.named, set()
         return named
 
+    def answers_again(self) -> None:
+        self._answers_again.set()
+
+    def round_begins(self) -> None:
+        if self._answers_again.is_set():
+            self._answers_again = trio.Event()
+
+    async def back_off(self, delay: float, *, may_cut_short: bool) -> bool:
+        """Sleep `delay`, or (`may_cut_short`) only until the API server answers again: an
+        answer since the failed round began says that its failure may be over. True when
+        cut short."""
+        if not may_cut_short:
+            await trio.sleep(delay)
+            return False
+        with trio.move_on_after(delay):
+            await self._answers_again.wait()
+        return self._answers_again.is_set()
+
 
 async def _read_mailbox(mailbox: Any, manager: StatusManager, wake: _Wake) -> None:
     async for message in mailbox:
+        if isinstance(message, ApiServerAnswersAgain):
+            wake.answers_again()
+            continue
         if isinstance(message, PodTerminated):
             manager.terminated(message)
+        elif isinstance(message, MirrorPodCreated):
+            manager.mirror_pod_created(message.pod_uid)
         wake.set(message.pod_uid)
 
 
@@ -112,6 +142,7 @@ def status_manager_actor(
         idle = poll if poll is not None else period
         backoff = ExponentialBackoff(backoff_initial, period)
         failing: str | None = None
+        cut_short = False  # the last back-off ended when the API server answered again
         async with trio.open_nursery() as nursery:
             if ctx.mailbox is not None:
                 nursery.start_soon(_read_mailbox, ctx.mailbox, manager, wake)
@@ -121,19 +152,25 @@ def status_manager_actor(
                 # The whole board when its time has come, else only the pods named.
                 uids = None if trio.current_time() >= whole_look_at else named
                 manager.observe(uids)
+                wake.round_begins()
                 try:
                     await manager.sync(uids)
                 except UNAVAILABLE as exc:
                     if failing != type(exc).__name__:
                         failing = type(exc).__name__
                         log.warning("pod statuses not written, retrying (back-off up to %gs): %s", period, exc)
-                    await trio.sleep(backoff.next_delay())  # a message meanwhile is seen right after it
+                    # One retry at once when the API server answers again; should that
+                    # fail too (a fault of these requests alone), the whole back-off, so
+                    # that answers to other requests cannot make it a busy loop. A
+                    # message meanwhile is seen right after it.
+                    cut_short = await wake.back_off(backoff.next_delay(), may_cut_short=not cut_short)
                     whole_look_at, named = trio.current_time(), None
                     continue
                 if failing is not None:
                     log.info("pod statuses are written again")
                     failing = None
                 backoff.reset()
+                cut_short = False
                 if uids is None:
                     whole_look_at = trio.current_time() + _next_wait(manager, idle)
                 named = await wake.wait_until(whole_look_at)

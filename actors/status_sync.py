@@ -116,12 +116,19 @@ class StatusManager:
         self.settings = settings
         self.records: dict[str, PodRecord] = {}
         self._terminated: list[PodTerminated] = []
+        self._mirrors_created: set[str] = set()
         self._first_look = True
 
     # -- what changed (no I/O) ---------------------------------------------------------
 
     def terminated(self, message: PodTerminated) -> None:
         self._terminated.append(message)
+
+    def mirror_pod_created(self, uid: str) -> None:
+        """The mirror pod of this static pod was created: read it at the next look, whatever
+        an earlier look found. Applied by observe(), between rounds, so that a look at the
+        pod still in flight cannot put its hold back."""
+        self._mirrors_created.add(uid)
 
     def observe(self, uids: Iterable[str] | None = None) -> None:
         """Read the board, the whole of it or (`uids`) these pods on it, and the
@@ -164,6 +171,11 @@ class StatusManager:
             if record is not None and self.statuses.pod(record.uid) is None:
                 record.on_board, record.finished = False, True
         self._terminated.clear()
+        for uid in self._mirrors_created:
+            record = self.records.get(uid)
+            if record is not None and record.static:
+                record.api_status, record.hold_until, record.recheck_at = None, 0.0, 0.0
+        self._mirrors_created.clear()
         self._first_look = False
 
     def _status_from_source(self, uid: str) -> dict[str, Any] | None:

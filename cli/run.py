@@ -33,7 +33,10 @@ from pykubelet.pods.node import node_labels, resource_quantities
 from pykubelet.embedded_runtime.launcher import EmbeddedRuntimeError
 from pykubelet.embedded_runtime.launcher import endpoint as embedded_endpoint
 from pykubelet.embedded_runtime.launcher import ensure_running as ensure_embedded_runtime
-from pykubelet.messages.config import EMBEDDED_RUNTIME, enc_hook, parse_byte_quantity
+from pykubelet.messages.config import EMBEDDED_RUNTIME
+from pykubelet.messages.config_validation import parse_byte_quantity
+from pykubelet.messages.duration import enc_hook
+from pykubelet.ports import malloc
 from pykubelet.ports.apiserver import KubeconfigError, load_kubeconfig
 from pykubelet.ports.systemd_notify import NotifySocket
 from pykubelet.ports.serving_cert import ServingCertError, TlsSettings, server_context
@@ -63,6 +66,7 @@ USAGE = """usage: pykubelet run [flags]      run the node agent (pykubelet run -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    malloc.limit_arenas()  # before any thread: grpc's, the grpc loop's, trio's workers
     args = list(sys.argv[1:] if argv is None else argv)
     if args in (["--version"], ["version"]):
         print(f"pykubelet {version('pykubelet')}")
@@ -282,6 +286,7 @@ async def serve(
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_signal, signals, stop, notifier)
+            nursery.start_soon(malloc.release_free_memory)  # what start-up bursts leave in malloc
             if notifier is not None:
                 nursery.start_soon(notifier.run, tree_started)
             with stop:

@@ -17,7 +17,6 @@ import signal
 import sys
 from typing import Sequence, TextIO
 
-import httpx
 import trio
 
 from pykubelet.actors import events as events_reasons
@@ -29,7 +28,7 @@ from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.actors.sources.file import ManifestPath
 from pykubelet.actors.sources.http import FetchFailed, ManifestURL, fetch
 from pykubelet.actors.sync_loop import DesiredPods
-from pykubelet.messages.config import format_duration
+from pykubelet.messages.duration import format_duration
 from pykubelet.messages.pod import Pod
 from pykubelet.pods.run_once import RUN_ONCE_MANIFEST_DELAY, Verdict, gave_up, judge, retry_delays
 from pykubelet.supervisor import RestartIntensityExceeded
@@ -99,6 +98,8 @@ def read_manifests(config, node_name: str) -> list[Pod]:
         headers = [(name, value) for name, values in config.static_pod_url_header.items() for value in values]
 
         async def get():
+            import httpx  # only --manifest-url needs it
+
             async with httpx.AsyncClient(headers=headers, follow_redirects=True) as client:
                 return await fetch(client, url, timeout=10.0)
 

@@ -1,8 +1,11 @@
-"""What pod workers tell the status manager (its mailbox protocol, cluster mode)."""
+"""What the status manager is told (its mailbox protocol, cluster mode): by pod workers,
+by the mirror pod actor, and by the daemon when the API server answers again."""
 
 from __future__ import annotations
 
 import msgspec
+
+from pykubelet.messages.api_server import ApiServerAnswersAgain
 
 
 class PodStatusChanged(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
@@ -20,4 +23,11 @@ class PodTerminated(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
     name: str
 
 
-StatusManagerMessage = PodStatusChanged | PodTerminated
+class MirrorPodCreated(msgspec.Struct, tag=True, tag_field="kind", frozen=True):
+    """The mirror pod actor created the mirror pod of this static pod (its UID on the
+    board): its status can be written now, not only once a period."""
+
+    pod_uid: str
+
+
+StatusManagerMessage = PodStatusChanged | PodTerminated | MirrorPodCreated | ApiServerAnswersAgain

@@ -16,7 +16,7 @@ from decimal import Decimal
 from enum import StrEnum
 
 from pykubelet.messages.config import DEFAULT_EVICTION_HARD as KUBELET_DEFAULT_EVICTION_HARD
-from pykubelet.messages.config import DurationError, parse_duration
+from pykubelet.messages.duration import DurationError, parse_duration
 
 
 class Signal(StrEnum):

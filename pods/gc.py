@@ -1,5 +1,5 @@
 """Garbage collection decisions (pure): which dead containers, sandboxes, pod log
-directories and images to remove. The gc actor (actors/gc.py) lists the runtime, asks
+directories and images to remove. The gc actor (actors/gc/) lists the runtime, asks
 these functions and does the removals.
 
 Go kubelet equivalents: kuberuntime/kuberuntime_gc.go (containers, sandboxes, pod log

@@ -34,6 +34,7 @@ class CreateMirrorPod:
     namespace: str
     name: str
     body: dict[str, Any]
+    pod_uid: str  # the static pod's UID (on the board), whose status the mirror pod will carry
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def mirror_actions(
         for key, pod in sorted(static_pods.items()):
             if pod is not None and (key not in mirror_pods or key in deleted):
                 body = mirror_pod_body(pod, node)
-                creates.append(CreateMirrorPod(pod.metadata.namespace, pod.metadata.name, body))
+                creates.append(CreateMirrorPod(pod.metadata.namespace, pod.metadata.name, body, pod.metadata.uid))
     return deletes + creates
 
 

@@ -1,6 +1,6 @@
 """/metrics/resource: the Go kubelet's resource metrics (what metrics-server scrapes in
 newer versions) from the cpu-and-memory Summary, in Prometheus text with each sample's
-own timestamp. Pure; actors/server/stats.py collects the Summary."""
+own timestamp. Pure; actors/server/stats/ collects the Summary."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The kubelet's /stats/summary (Go: k8s.io/kubelet/pkg/apis/stats/v1alpha1 Summary), built
-from plain readings that actors/server/stats.py gathered from CRI, cgroup files and statfs.
+from plain readings that actors/server/stats/ gathered from CRI, cgroup files and statfs.
 
 Pure. A reading of None is a value nobody knows, and its field is left out of the JSON, as
 the Go kubelet leaves out what it does not know; one missing number never fails the whole

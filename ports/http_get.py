@@ -21,10 +21,12 @@ import re
 import socket
 import ssl
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import httpx
 import trio
+
+if TYPE_CHECKING:
+    import httpx
 
 READ_SIZE = 16 * 1024
 MAX_HEAD = 64 * 1024  # a response head longer than this is refused
@@ -55,6 +57,8 @@ _BAD_VALUE = re.compile(r"[\x00\r\n]")
 
 @functools.lru_cache(maxsize=4096)
 def _target(url: str, headers: tuple[tuple[str, str], ...]) -> _Target:
+    import httpx  # loaded by the first httpGet probe (ports/probers.py)
+
     parsed = httpx.URL(url)
     if parsed.scheme not in ("http", "https"):
         raise HttpGetError(f'unsupported protocol scheme "{parsed.scheme}"')

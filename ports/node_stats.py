@@ -3,7 +3,7 @@ statfs and disk usage, read as cAdvisor reads them, so that the summary needs no
 (whose filesystem discovery fails on this machine's virtual disks). The parsers are pure
 and take file text; the readers return None for what cannot be read, never raise for it.
 
-actors/server/stats.py hands read_all() a ReadPlan once per request, in a worker thread:
+actors/server/stats/provider.py hands read_all() a ReadPlan once per request, in a worker thread:
 every file of the summary in one batch.
 """
 
@@ -58,7 +58,7 @@ class CgroupReading(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 def parse_mount_lines(text: str) -> list[tuple[str, str, list[str]]]:
     """/proc/self/mounts -> (mount point, filesystem type, options) of each mount, in mount
-    order (ports/cgroups.py reads every controller's hierarchy from it too)."""
+    order (ports/cgroups/mode.py reads every controller's hierarchy from it too)."""
     out = []
     for line in text.splitlines():
         fields = line.split()

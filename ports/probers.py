@@ -15,9 +15,9 @@ import ipaddress
 import os
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import grpc
-import httpx
 import trio
 
 from pykubelet.messages.pod import Container, ExecAction, GRPCAction, HTTPGetAction, TCPSocketAction
@@ -26,6 +26,9 @@ from pykubelet.pods.probes import InvalidProbe, ResolvedProbe, resolve_port
 from pykubelet.ports import grpc_loop
 from pykubelet.ports.cri import CommandTimedOut, CriClient, CriError
 from pykubelet.ports.http_get import HttpAnswer, HttpGetError, http_get
+
+if TYPE_CHECKING:
+    import httpx
 
 ProbeAnswer = tuple[ProbeOutcome, str]
 
@@ -82,6 +85,8 @@ async def probe_exec(cri: CriClient, container_id: str, command: Sequence[str], 
 @functools.lru_cache(maxsize=4096)  # a probe asks for the same URL every period
 def http_url(scheme: str, host: str, port: int, path: str) -> httpx.URL:
     """Go's formatURL: the path may carry a query; IPv6 hosts are bracketed."""
+    import httpx  # on the first httpGet probe: a node without one never loads it
+
     path = path or "/"
     if not path.startswith("/"):
         path = "/" + path
@@ -104,7 +109,7 @@ def http_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
 
 # GET a URL with exactly these headers: the answer, or HttpGetError. The real one is
 # ports.http_get.http_get; tests give probe_http a fake.
-Fetch = Callable[[httpx.URL, tuple[tuple[str, str], ...], int], Awaitable[HttpAnswer]]
+Fetch = Callable[["httpx.URL", tuple[tuple[str, str], ...], int], Awaitable[HttpAnswer]]
 
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})  # the ones Go's http.Client follows
 
@@ -124,6 +129,8 @@ async def probe_http(
     """GET the URL: 200-399 success, else failure. Redirects to the same host are followed
     (the 10th redirect fails the probe); one to another host is not, and its 3xx counts as a
     success with a warning, as Go's probe does."""
+    import httpx
+
     if ip_literal(url.host) is None:
         return _not_an_ip(f'Get "{url}"', url.host)
     request_headers = _request_headers(tuple(headers))
@@ -321,6 +328,8 @@ async def run_probe(
                 return "unknown", f"exec {shlex.join(action.command)}: {error}"
             return await probe_exec(client, container_id, action.command, probe.timeout)
         if isinstance(action, HTTPGetAction):
+            import httpx
+
             port = resolve_port(action.port, container)
             try:
                 url = http_url(action.scheme, action.host or host, port, action.path)

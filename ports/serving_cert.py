@@ -1,7 +1,12 @@
 """The kubelet API's TLS: the serving certificate from --tls-cert-file/--tls-private-key-file,
 or, as the Go kubelet does without them, a self-signed one made once in --cert-dir
 (kubelet.crt, kubelet.key) for the node's name and IPs; and the ssl context with the
-client CA, the minimum TLS version and the cipher suites of the configuration."""
+client CA, the minimum TLS version and the cipher suites of the configuration.
+
+The self-signed pair is made by a child process (`python -m pykubelet.ports.serving_cert`):
+cryptography maps about 9 MB into a process that imports it, and the daemon would keep
+them for its whole life to use them once (docs/performance.md, "110 pods at rest").
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,10 @@ import datetime
 import ipaddress
 import os
 import ssl
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CERT_FILE, KEY_FILE = "kubelet.crt", "kubelet.key"
 VALIDITY = datetime.timedelta(days=365)  # Go's GenerateSelfSignedCertKey: one year
@@ -63,17 +65,42 @@ def serving_cert_files(settings: TlsSettings, *, node_name: str, node_ips: Seque
     cert = os.path.join(settings.cert_dir, CERT_FILE)
     key = os.path.join(settings.cert_dir, KEY_FILE)
     if not (os.path.exists(cert) and os.path.exists(key)):
-        cert_pem, key_pem = self_signed(node_name, node_ips)
-        os.makedirs(settings.cert_dir, mode=0o700, exist_ok=True)
-        _write(key, key_pem, 0o600)
-        _write(cert, cert_pem, 0o644)
+        _make_in_child(settings.cert_dir, node_name, node_ips)
     return cert, key
+
+
+def write_self_signed(cert_dir: str, host: str, ips: Sequence[str]) -> None:
+    """kubelet.crt and kubelet.key in cert_dir, from self_signed (the child's work)."""
+    cert_pem, key_pem = self_signed(host, ips)
+    os.makedirs(cert_dir, mode=0o700, exist_ok=True)
+    _write(os.path.join(cert_dir, KEY_FILE), key_pem, 0o600)
+    _write(os.path.join(cert_dir, CERT_FILE), cert_pem, 0o644)
+
+
+CHILD_TIMEOUT = 60.0  # seconds: an import and two EC keys take about 0.2 s
+
+
+def _make_in_child(cert_dir: str, host: str, ips: Sequence[str]) -> None:
+    argv = [sys.executable, "-m", __name__, cert_dir, host, *ips]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=CHILD_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ServingCertError(f"self-signed serving certificate in {cert_dir}: {exc}") from exc
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip().splitlines() or [f"exit code {done.returncode}"]
+        raise ServingCertError(f"self-signed serving certificate in {cert_dir}: {why[-1]}; give tlsCertFile "
+                               "and tlsPrivateKeyFile, or fix --cert-dir")
 
 
 def self_signed(host: str, ips: Sequence[str], *, now: datetime.datetime | None = None) -> tuple[bytes, bytes]:
     """Go's GenerateSelfSignedCertKey: a CA "<host>-ca@<unix time>" and a serving certificate
     "<host>@<unix time>" signed by it for the host name and the IPs (and localhost); the
     PEM holds the serving certificate, then the CA's."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     now = now or datetime.datetime.now(datetime.timezone.utc)
     stamp = int(now.timestamp())
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -147,3 +174,12 @@ def _write(path: str, data: bytes, mode: int) -> None:
     with os.fdopen(fd, "wb") as file:
         file.write(data)
     os.replace(path + ".tmp", path)
+
+
+if __name__ == "__main__":  # the child of _make_in_child: CERT_DIR HOST [IP ...]
+    try:
+        write_self_signed(sys.argv[1], sys.argv[2], sys.argv[3:])
+    except ImportError as exc:
+        sys.exit(f"the cryptography package cannot be imported ({exc}): install it")
+    except (OSError, ValueError) as exc:
+        sys.exit(str(exc))

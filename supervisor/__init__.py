@@ -3,17 +3,12 @@
 Knows nothing of Kubernetes. See docs/architecture.md for the rules of the tree.
 """
 
+from .child import ActorContext
+from .errors import InjectedCrash, NotRunning, RestartIntensityExceeded, SupervisorError
 from .mailbox import Mailbox, MailboxError, MailboxFull, MailboxSpec, MailboxTimeout, Registry, UnknownAddress
 from .record import ActorRecord
 from .spec import NO_BACKOFF, ChildSpec, Restart, RestartBackoff, RestartIntensity
-from .supervisor import (
-    ActorContext,
-    InjectedCrash,
-    NotRunning,
-    RestartIntensityExceeded,
-    Supervisor,
-    SupervisorError,
-)
+from .supervisor import Supervisor
 
 __all__ = [
     "ActorContext",

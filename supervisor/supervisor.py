@@ -19,97 +19,25 @@ import trio
 
 from pykubelet.messages.supervision import ActorSnapshot, Strategy
 
-from .mailbox import Mailbox, Registry
+from .child import ActorContext, Child, Incarnation
+from .errors import InjectedCrash, NotRunning, RestartIntensityExceeded, SupervisorError
+from .mailbox import Registry
 from .record import ActorRecord
 from .spec import ChildSpec, Restart, RestartBackoff, RestartIntensity
 
 log = logging.getLogger("pykubelet.supervisor")
 
 
-class SupervisorError(Exception):
-    pass
-
-
-class NotRunning(SupervisorError):
-    """The actor (or the supervisor asked to act on it) is not running right now."""
-
-
-class RestartIntensityExceeded(SupervisorError):
-    """A supervisor gave up: its children needed more restarts than its intensity allows."""
-
-    def __init__(self, path: str, restarts: int, period: float, child: str, cause: BaseException | None):
-        self.path = path
-        self.child = child
-        self.cause = cause
-        reason = f"{type(cause).__name__}: {cause}" if cause is not None else "exited"
-        super().__init__(
-            f"supervisor {path} gave up: {restarts} restarts within {period:g}s, "
-            f"the last of {child} ({reason})"
-        )
-
-
-class InjectedCrash(Exception):
-    """The error an actor dies of when an operator crashes it through the admin socket."""
-
-
-class ActorContext:
-    """What an actor incarnation gets from its supervisor."""
-
-    def __init__(self, supervisor: Supervisor, child: _Child, mailbox: Mailbox | None):
-        self.name = child.spec.name
-        self.path = child.record.path
-        self.mailbox = mailbox
-        self.registry = supervisor.registry
-        self._supervisor = supervisor
-        self._child = child
-
-    def shutdown_scope(self) -> trio.CancelScope:
-        """A shielded scope for cleanup after being stopped, cut off at the child's
-        shutdown timeout. Use it in a `finally:` around cleanup that must await."""
-        return trio.CancelScope(
-            shield=True, deadline=trio.current_time() + self._child.spec.shutdown
-        )
-
-    def attach_supervisor(self, supervisor: Supervisor) -> None:
-        """Called by a nested supervisor so the tree can be walked through it."""
-        self._child.incarnation.supervisor = supervisor
-
-
-@dataclass(eq=False)
-class _Incarnation:
-    number: int
-    scope: trio.CancelScope | None = None
-    done: trio.Event = field(default_factory=trio.Event)
-    started_at: float = 0.0  # trio clock
-    stop_requested: bool = False
-    injected: BaseException | None = None
-    supervisor: Supervisor | None = None
-
-
-@dataclass(eq=False)
-class _Child:
-    spec: ChildSpec
-    record: ActorRecord
-    dynamic: bool
-    incarnation: _Incarnation | None = None
-    restart_pending: bool = False
-    consecutive_failures: int = 0
-
-    @property
-    def running(self) -> bool:
-        return self.incarnation is not None and not self.incarnation.done.is_set()
-
-
 @dataclass(eq=False)
 class _Exited:
-    child: _Child
-    incarnation: _Incarnation
+    child: Child
+    incarnation: Incarnation
     error: BaseException | None
 
 
 @dataclass(eq=False)
 class _RestartDue:
-    children: list[_Child]
+    children: list[Child]
 
 
 @dataclass(eq=False)
@@ -147,7 +75,7 @@ class Supervisor:
             raise ValueError(f"supervisor {self.path}: duplicate child names in {names}")
         # By name, in start order: has_child and lookups are asked per pod sync, so a scan
         # would make each one cost as much as the pods the node runs.
-        self._children: dict[str, _Child] = {}
+        self._children: dict[str, Child] = {}
         self._restarts: deque[float] = deque()
         self._events_in, self._events = trio.open_memory_channel[Any](math.inf)
         self._nursery: trio.Nursery | None = None
@@ -232,28 +160,28 @@ class Supervisor:
 
     # -- children ------------------------------------------------------------------
 
-    def _add(self, spec: ChildSpec, *, dynamic: bool) -> _Child:
+    def _add(self, spec: ChildSpec, *, dynamic: bool) -> Child:
         record = ActorRecord(name=spec.name, path=f"{self.path}/{spec.name}", kind=spec.kind)
-        child = _Child(spec=spec, record=record, dynamic=dynamic)
+        child = Child(spec=spec, record=record, dynamic=dynamic)
         if spec.mailbox is not None:
             record.mailbox = self.registry.open(record.path, spec.mailbox)
         self._children[spec.name] = child
         return child
 
-    def _remove(self, child: _Child) -> None:
+    def _remove(self, child: Child) -> None:
         del self._children[child.spec.name]
         if child.spec.mailbox is not None:
             self.registry.close(child.record.path)
 
-    def _find(self, name: str) -> _Child:
+    def _find(self, name: str) -> Child:
         child = self._children.get(name)
         if child is not None:
             return child
         raise LookupError(f"{self.path} has no child named {name!r}")
 
-    async def _start(self, child: _Child) -> None:
+    async def _start(self, child: Child) -> None:
         number = child.incarnation.number + 1 if child.incarnation else 1
-        incarnation = _Incarnation(number=number, started_at=trio.current_time())
+        incarnation = Incarnation(number=number, started_at=trio.current_time())
         child.incarnation = incarnation
         child.restart_pending = False
         mailbox = child.record.mailbox
@@ -269,7 +197,7 @@ class Supervisor:
             await self._nursery.start(self._run_incarnation, child, incarnation, ctx)
 
     async def _run_incarnation(
-        self, child: _Child, incarnation: _Incarnation, ctx: ActorContext, task_status
+        self, child: Child, incarnation: Incarnation, ctx: ActorContext, task_status
     ) -> None:
         error: BaseException | None = None
         try:
@@ -291,7 +219,7 @@ class Supervisor:
             incarnation.done.set()
             self._events_in.send_nowait(_Exited(child, incarnation, error))
 
-    async def _stop(self, child: _Child) -> None:
+    async def _stop(self, child: Child) -> None:
         incarnation = child.incarnation
         child.restart_pending = False
         if incarnation is None or incarnation.done.is_set():
@@ -359,7 +287,7 @@ class Supervisor:
         else:
             await self._on_restart_due(_RestartDue(group))
 
-    def _count_restart(self, child: _Child, error: BaseException | None) -> None:
+    def _count_restart(self, child: Child, error: BaseException | None) -> None:
         now = trio.current_time()
         self._restarts.append(now)
         while self._restarts and self._restarts[0] <= now - self.intensity.period:
@@ -369,7 +297,7 @@ class Supervisor:
                 self.path, len(self._restarts), self.intensity.period, child.record.path, error
             )
 
-    def _restart_group(self, child: _Child) -> list[_Child]:
+    def _restart_group(self, child: Child) -> list[Child]:
         """The children a crash of `child` restarts, in start order."""
         if self.strategy == "one_for_one":
             return [child]
@@ -378,7 +306,7 @@ class Supervisor:
         children = list(self._children.values())
         return children[children.index(child):]  # rest_for_one
 
-    async def _restart_after(self, delay: float, group: list[_Child]) -> None:
+    async def _restart_after(self, delay: float, group: list[Child]) -> None:
         await trio.sleep(delay)
         self._events_in.send_nowait(_RestartDue(group))
 
@@ -504,18 +432,11 @@ class Supervisor:
     def snapshot(self) -> ActorSnapshot:
         return self.record.snapshot(children=[self._snapshot_child(c) for c in self._children.values()])
 
-    def _snapshot_child(self, child: _Child) -> ActorSnapshot:
+    def _snapshot_child(self, child: Child) -> ActorSnapshot:
         nested = child.incarnation.supervisor if child.incarnation else None
         if nested is not None and child.running:
             return nested.snapshot()
         return child.record.snapshot(children=[])
 
 
-__all__ = [
-    "ActorContext",
-    "InjectedCrash",
-    "NotRunning",
-    "RestartIntensityExceeded",
-    "Supervisor",
-    "SupervisorError",
-]
+__all__ = ["Supervisor"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ipaddress
 
-import httpx
 import msgspec
 import trio
 
@@ -62,6 +61,8 @@ async def run_hook(
             raise HookFailed(f"httpGet: port {action.port!r} not found in the container's ports")
         url = f"{action.scheme.lower()}://{target}:{port}/{action.path.lstrip('/')}"
         headers = {h.name: h.value for h in action.http_headers}
+        import httpx  # on the first httpGet hook: a node without one never loads it
+
         try:
             async with httpx.AsyncClient(timeout=timeout, verify=False) as client:
                 response = await client.get(url, headers=headers)

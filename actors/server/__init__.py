@@ -7,6 +7,7 @@ nothing else.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import dataclass
@@ -135,7 +136,9 @@ async def _serve_kubelet_api(nursery: trio.Nursery, settings: KubeletApiSettings
                              auth: Auth) -> None:
     """HTTPS on address:port, authenticated; HTTP on readOnlyPort, read-only, if set."""
     try:
-        cert, key = serving_cert_files(settings.tls, node_name=settings.node_name, node_ips=settings.node_ips)
+        # In a thread: making the self-signed pair waits for a child process (ports/serving_cert.py).
+        cert, key = await trio.to_thread.run_sync(functools.partial(
+            serving_cert_files, settings.tls, node_name=settings.node_name, node_ips=settings.node_ips))
         context = server_context(settings.tls, cert, key)
     except (ServingCertError, OSError) as exc:
         raise ServerError(f"kubelet API {settings.address}:{settings.port}: {exc}") from exc

@@ -19,10 +19,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import trio
-from cryptography import x509
 
 from pykubelet.messages.config import AUTHORIZATION_MODE_ALWAYS_ALLOW, AUTHORIZATION_MODE_WEBHOOK, KubeletConfiguration
 from pykubelet.pods.kubelet_auth import (
@@ -50,7 +49,6 @@ from pykubelet.pods.kubelet_auth import (
     subject_access_review,
     token_review,
     validate_auth,
-    verify_client_certificate,
     webhook_backoff,
     websocket_bearer_token,
     with_authenticated_group,
@@ -59,6 +57,9 @@ from pykubelet.ports.apiserver.errors import ApiError, ApiUnavailable
 from pykubelet.supervisor.verbosity import V
 
 from .http import Request, Response
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 log = logging.getLogger("pykubelet.server.auth")
 
@@ -112,12 +113,18 @@ class _TtlCache(Generic[K, Value]):
 
 
 def load_client_ca(path: str) -> list[x509.Certificate]:
-    """The certificates of a PEM bundle (authentication.x509.clientCAFile)."""
+    """The certificates of a PEM bundle (authentication.x509.clientCAFile). cryptography is
+    imported here, not with the module: a kubelet without a client CA never needs it."""
     where = f"authentication.x509.clientCAFile {path}"
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise AuthConfigurationError(f"{where}: cannot read: {exc.strerror or exc}; fix the path") from None
+    try:
+        from cryptography import x509
+    except ImportError as exc:
+        raise AuthConfigurationError(f"{where}: client certificates need the cryptography package, which "
+                                     f"cannot be imported ({exc}): install it") from None
     try:
         certificates = x509.load_pem_x509_certificates(data)
     except ValueError as exc:
@@ -159,6 +166,10 @@ class KubeletAuth:
         ca_file = authn.x509.client_ca_file
         self._roots: Sequence[x509.Certificate] = (
             client_ca if client_ca is not None else load_client_ca(ca_file) if ca_file else ())
+        if self._roots:  # cryptography is loaded already: the roots are its certificates
+            from pykubelet.pods.client_certificate import verify_client_certificate
+
+            self._verify_certificate = verify_client_certificate
         self._token_webhook = authn.webhook.enabled
         self._token_ttl = float(authn.webhook.cache_ttl)
         self._anonymous = authn.anonymous.enabled
@@ -204,7 +215,7 @@ class KubeletAuth:
         if self._roots and request.peer_certificate:
             now = dt.datetime.fromtimestamp(self._wall_clock(), dt.timezone.utc)
             try:
-                user = verify_client_certificate(request.peer_certificate, self._roots, now)
+                user = self._verify_certificate(request.peer_certificate, self._roots, now)
             except CertificateRejected as exc:
                 failures.append(f"x509: {exc}")
             else:

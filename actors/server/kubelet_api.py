@@ -47,7 +47,7 @@ class KubeletApiSources:
     configz: Mapping[str, Any]
     # The debugging handlers: path prefix -> handler (containerLogs, exec, attach, portForward, run).
     debugging: Mapping[str, Callable[[Request], Awaitable[Response]]] = field(default_factory=dict)
-    # /stats/summary (actors/server/stats.StatsProvider); None: not served.
+    # /stats/summary (actors/server/stats/provider.py, StatsProvider); None: not served.
     stats: Any = None
 
 

@@ -14,6 +14,7 @@ import logging
 import os
 import stat
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 import trio
 
@@ -49,6 +50,18 @@ class _Manifest:
     content: bytes | None = None
     pods: list[Pod] = field(default_factory=list)
     problem: ManifestProblem | None = None
+
+
+def read_bounded(f: BinaryIO, size: int, limit: int) -> bytes:
+    """f.read(limit), with a buffer the size of the file (`size`, from its stat) rather than
+    of `limit`: a buffered read allocates all it may return first, and glibc keeps the
+    1 MiB block, shrunk, as a 4 KiB page of its own for as long as the bytes live (the
+    source keeps each manifest's: a page a pod). A file that grew since is read on up to
+    the limit."""
+    content = f.read(min(size, limit - 1) + 1)
+    if len(content) > size:
+        content += f.read(limit - len(content))
+    return content
 
 
 def _problem(origin: str, message: str) -> ManifestProblem:
@@ -135,7 +148,7 @@ class ManifestPath:
         try:
             check_manifest_size(st.st_size, origin=path)
             with open(path, "rb") as f:
-                content = f.read(MAX_MANIFEST_BYTES + 1)
+                content = read_bounded(f, st.st_size, MAX_MANIFEST_BYTES + 1)
         except ManifestError as exc:
             return self._unreadable(path, previous, key, exc.message)
         except OSError as exc:

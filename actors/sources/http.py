@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import httpx
 import trio
 
 from pykubelet.messages.pod import Pod
@@ -23,6 +23,9 @@ from pykubelet.pods.manifest import (
     drop_duplicate_pods,
 )
 from pykubelet.supervisor import ActorContext
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("pykubelet.sources.http")
 
@@ -81,6 +84,8 @@ class ManifestURL:
 
 async def fetch(client: httpx.AsyncClient, url: str, *, timeout: float) -> Fetched | FetchFailed:
     """GET the URL with a deadline on the whole exchange (as Go's http.Client.Timeout)."""
+    import httpx  # loaded already: the client is one
+
     try:
         with trio.fail_after(timeout):
             async with client.stream("GET", url) as response:
@@ -129,6 +134,8 @@ def http_source_actor(
         manifests = ManifestURL(url, node_name=node_name)
         last_sent: SourcePods | None = None
         log.info("polling manifest URL", extra={"url": url})
+        import httpx  # here, not with the module: only --manifest-url needs it
+
         async with httpx.AsyncClient(headers=header_list, follow_redirects=True, timeout=timeout) as client:
             while True:
                 update = manifests.observe(await fetch(client, url, timeout=timeout))

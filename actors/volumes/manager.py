@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import stat
+import threading
 from collections.abc import Mapping
 
 import trio
@@ -190,13 +191,13 @@ class VolumeManager:
         Never raises: what cannot be removed is logged and left for the next try."""
         if self.tokens is not None:
             self.tokens.forget(uid)
-        await trio.to_thread.run_sync(_remove_dir, self.pod_dir(uid))
+        await remove_in_background(self.pod_dir(uid))
 
     async def tear_down_volumes(self, uid: str) -> None:
         """Only the volumes (a finished pod keeps its termination messages until removed)."""
         if self.tokens is not None:
             self.tokens.forget(uid)
-        await trio.to_thread.run_sync(_remove_dir, os.path.join(self.pod_dir(uid), "volumes"))
+        await remove_in_background(os.path.join(self.pod_dir(uid), "volumes"))
 
     def pods_on_disk(self) -> set[str]:
         try:
@@ -231,6 +232,52 @@ def _own_for_group(path: str, gid: int) -> None:
     mode = stat.S_IMODE(st.st_mode) | stat.S_ISGID | stat.S_IRWXG
     if stat.S_IMODE(st.st_mode) != mode:
         os.chmod(path, mode)
+
+
+class _Removals:
+    """The directories a worker thread is removing now. A removal outlives the actor that
+    asked for it when that actor is cancelled (its thread cannot be); a second request
+    for the same directory meanwhile is not started beside it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._paths: set[str] = set()
+
+    def start(self, path: str) -> bool:
+        with self._lock:
+            if path in self._paths:
+                return False
+            self._paths.add(path)
+            return True
+
+    def done(self, path: str) -> None:
+        with self._lock:
+            self._paths.discard(path)
+
+    def __contains__(self, path: str) -> bool:
+        with self._lock:
+            return path in self._paths
+
+
+REMOVALS = _Removals()
+
+
+async def remove_in_background(path: str) -> None:
+    """Unmounts and removes `path` in a worker thread. Cancelling the caller does not wait
+    for the disk (a slow unmount or rmtree would hold up its supervisor's restarts): the
+    thread goes on alone, and a removal of the same path asked meanwhile is skipped; what
+    is still there is found again by the next garbage collection round."""
+    if not REMOVALS.start(path):
+        log.info("%s is still being removed by an earlier clean-up", path)
+        return
+
+    def remove() -> None:
+        try:
+            _remove_dir(path)
+        finally:
+            REMOVALS.done(path)
+
+    await trio.to_thread.run_sync(remove, abandon_on_cancel=True)
 
 
 def _remove_dir(path: str) -> None:

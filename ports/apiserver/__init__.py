@@ -1,18 +1,12 @@
 """The API-server port: kubeconfig loading, an async client of the Kubernetes API (httpx
-on trio) with client-go's rate limit and metrics, watches, and typed errors."""
+on trio) with client-go's rate limit and metrics, watches, and typed errors.
 
-from .client import (
-    DEFAULT_BURST,
-    DEFAULT_QPS,
-    DEFAULT_TIMEOUT,
-    DEFAULT_WATCH_READ_TIMEOUT,
-    PATCH_CONTENT_TYPES,
-    ApiClient,
-    PatchType,
-    WatchStream,
-    decode,
-    default_user_agent,
-)
+The client (client.py, and with it httpx) is imported when one of its names is first
+asked for: a standalone kubelet, which has no API server, never loads it."""
+
+import importlib
+from typing import TYPE_CHECKING
+
 from .errors import (
     AlreadyExists,
     ApiError,
@@ -33,8 +27,30 @@ from .errors import (
 )
 from .kubeconfig import ClientCertificate, Credentials, KubeconfigError, load_kubeconfig
 from .metrics import REQUEST_DURATION_BUCKETS, RestClientMetrics
+from .objects import PATCH_CONTENT_TYPES, PatchType, decode
 from .ratelimit import TokenBucket
+from .reachability import ApiReachability
 from .watch import WatchDecoder, WatchEvent
+
+_CLIENT = frozenset({"DEFAULT_BURST", "DEFAULT_QPS", "DEFAULT_TIMEOUT", "DEFAULT_WATCH_READ_TIMEOUT", "ApiClient",
+                     "WatchStream", "default_user_agent"})
+
+if TYPE_CHECKING:
+    from .client import (
+        DEFAULT_BURST,
+        DEFAULT_QPS,
+        DEFAULT_TIMEOUT,
+        DEFAULT_WATCH_READ_TIMEOUT,
+        ApiClient,
+        WatchStream,
+        default_user_agent,
+    )
+
+
+def __getattr__(name: str):
+    if name in _CLIENT:
+        return getattr(importlib.import_module(".client", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_BURST",
@@ -45,6 +61,7 @@ __all__ = [
     "REQUEST_DURATION_BUCKETS",
     "AlreadyExists",
     "ApiClient",
+    "ApiReachability",
     "ApiError",
     "ApiUnavailable",
     "ClientCertificate",

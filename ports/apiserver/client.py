@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import httpx
 import msgspec
@@ -23,10 +23,10 @@ import trio
 from .errors import ApiError, ApiUnavailable, ProtocolError, error_from_status, unavailable
 from .kubeconfig import Credentials, TokenFile
 from .metrics import RestClientMetrics
+from .objects import PATCH_CONTENT_TYPES, PatchType, decode
 from .ratelimit import TokenBucket
+from .reachability import ApiReachability
 from .watch import WatchDecoder, WatchEvent
-
-T = TypeVar("T")
 
 DEFAULT_QPS = 50.0  # KubeletConfiguration kubeAPIQPS
 DEFAULT_BURST = 100  # KubeletConfiguration kubeAPIBurst
@@ -36,13 +36,6 @@ DEFAULT_TIMEOUT = 60.0
 # kube-apiserver sends a watcher that allows bookmarks one about every minute: a watch
 # silent for longer than this is presumed dead.
 DEFAULT_WATCH_READ_TIMEOUT = 150.0
-
-PatchType = Literal["strategic", "merge", "json"]
-PATCH_CONTENT_TYPES = {
-    "strategic": "application/strategic-merge-patch+json",
-    "merge": "application/merge-patch+json",
-    "json": "application/json-patch+json",
-}
 
 _GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
            "armv7l": "arm", "ppc64le": "ppc64le", "s390x": "s390x", "i686": "386"}
@@ -56,20 +49,6 @@ def default_user_agent() -> str:
         ours = "unknown"
     machine = platform.machine().lower()
     return f"pykubelet/{ours} ({sys.platform}/{_GOARCH.get(machine, machine)}) kubelet"
-
-
-def decode(obj: Mapping[str, Any], type_: type[T]) -> T:
-    """An API object (dict) as a msgspec Struct; fields the Struct does not model are ignored.
-
-    Read with it; write back the dict, which keeps every field. ValueError names the object.
-    """
-    try:
-        return msgspec.convert(obj, type_)
-    except msgspec.ValidationError as exc:
-        meta = obj.get("metadata") or {}
-        ident = "/".join(p for p in (meta.get("namespace"), meta.get("name")) if p) or "?"
-        raise ValueError(f"{obj.get('kind') or type_.__name__} {ident}: cannot decode as "
-                         f"{type_.__name__}: {exc}") from None
 
 
 class ApiClient:
@@ -91,6 +70,7 @@ class ApiClient:
         watch_read_timeout: float = DEFAULT_WATCH_READ_TIMEOUT,
         user_agent: str | None = None,
         metrics: RestClientMetrics | None = None,
+        reachability: ApiReachability | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.credentials = credentials
@@ -100,6 +80,7 @@ class ApiClient:
         self.watch_read_timeout = watch_read_timeout
         self.user_agent = user_agent or default_user_agent()
         self.metrics = metrics
+        self.reachability = reachability or ApiReachability()
         self.limiter = TokenBucket(qps, burst) if qps is not None else None
         self._token_file = None
         if credentials.token_file is not None and credentials.token is not None:
@@ -242,11 +223,13 @@ class ApiClient:
         finally:
             if self.metrics is not None:
                 self.metrics.record(method, self.host, code, time.perf_counter() - started)
+        self.reachability.answered(response.status_code)
         return self._answer(response, method, path, params)
 
     def _unavailable(self, exc: BaseException | None, method: str, path: str, url: httpx.URL,
                      params: Mapping[str, Any] | None, *, timeout: float | None = None,
                      watch_idle: bool = False) -> ApiUnavailable:
+        self.reachability.failed()  # every request (or watch) that got no answer passes here
         return unavailable(exc, method=method, path=path, url=str(url), params=params,
                            credentials=self.credentials,
                            timeout=self.timeout if timeout is None else timeout,
@@ -330,6 +313,7 @@ class WatchStream:
         finally:
             if client.metrics is not None:
                 client.metrics.record("GET", client.host, code, time.perf_counter() - started)
+        client.reachability.answered(response.status_code)
         if response.status_code >= 300:
             content = b""
             try:

@@ -17,6 +17,7 @@ import signal
 import statistics
 import time
 
+import httpx
 import pytest
 
 from tests.support.pods import TRAPPING_LOOP, container, phase, pod_manifest, pods, wait_for_pod, write_manifest
@@ -120,7 +121,10 @@ def test_every_actor_crashed_on_a_schedule_recovers_without_restarting_a_contain
             daemon.wait_for(lambda: all(a["state"] == "running" for a in actors(tree(daemon))),
                             f"the tree running again after crashing {path}", timeout=30)
         except AssertionError:
-            stuck = [(a["path"], a["state"]) for a in actors(tree(daemon)) if a["state"] != "running"]
+            try:
+                stuck: object = [(a["path"], a["state"]) for a in actors(tree(daemon)) if a["state"] != "running"]
+            except httpx.HTTPError as exc:  # the admin server itself is among the stuck
+                stuck = f"the admin server does not answer: {exc}"
             if os.environ.get("PYTHONFAULTHANDLER"):  # the daemon inherited it: its threads' stacks to its log
                 daemon.process.send_signal(signal.SIGABRT)
                 daemon.process.wait(timeout=10)

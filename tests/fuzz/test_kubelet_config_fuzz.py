@@ -12,17 +12,10 @@ import msgspec
 import yaml
 from hypothesis import example, given, strategies as st
 
-from pykubelet.cli.config import _FLAGS, ConfigurationError, LoadedConfiguration, build_configuration, read_config_file
-from pykubelet.messages.config import (
-    API_VERSION,
-    KIND,
-    Duration,
-    DurationError,
-    KubeletConfiguration,
-    format_duration,
-    go_field_names,
-    parse_duration,
-)
+from pykubelet.cli.config import ConfigurationError, LoadedConfiguration, build_configuration, read_config_file
+from pykubelet.cli.config.flags import FLAGS
+from pykubelet.messages.config import API_VERSION, KIND, KubeletConfiguration, go_field_names
+from pykubelet.messages.duration import Duration, DurationError, format_duration, parse_duration
 
 from .support import tried, valid
 
@@ -156,7 +149,7 @@ _FLAG_VALUES = st.one_of(
 def command_lines(draw) -> list[str]:
     words: list[str] = []
     for _ in range(draw(st.integers(0, 5))):
-        flag = draw(st.sampled_from(_FLAGS))
+        flag = draw(st.sampled_from(FLAGS))
         name = flag.name.replace("-", draw(st.sampled_from(["-", "_"]))) if flag.name != "v" else "v"
         spelling = draw(st.sampled_from(["=", " ", "bare"]))
         value = draw(_FLAG_VALUES)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import ssl
 import stat
 import time
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -117,6 +120,29 @@ def test_unreachable_runtime_is_not_fatal_and_healthz_names_it(tmp_path, daemon_
     assert len(unavailable) == 1, "one warning per change of state, not one per retry"
     assert str(missing) in unavailable[0]["msg"]
 
+
+
+def test_the_self_signed_certificate_is_served_without_cryptography_in_the_daemon(tmp_path, daemon_factory):
+    """The pair is made by a child process (ports/serving_cert.py): cryptography's library
+    is never mapped into the daemon, whose kubelet API still serves the certificate."""
+    daemon = daemon_factory(f"--container-runtime-endpoint=unix://{tmp_path / 'no-runtime.sock'}")
+    cert = daemon.root_dir / "pki" / "kubelet.crt"
+    daemon.wait_for(lambda: cert.exists() and _served_certificate(daemon.port) is not None, "the kubelet API over TLS")
+    served = ssl.DER_cert_to_PEM_cert(_served_certificate(daemon.port))
+    assert served.split("-----END CERTIFICATE-----")[0] == cert.read_text().split("-----END CERTIFICATE-----")[0]
+    maps = Path(f"/proc/{daemon.process.pid}/maps").read_text()
+    assert "/cryptography/" not in maps
+    assert "/grpc/" in maps  # the check reads the right process's mappings
+
+
+def _served_certificate(port: int) -> bytes | None:
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, context.wrap_socket(raw) as tls:
+            return tls.getpeercert(binary_form=True)
+    except OSError:
+        return None
 
 def test_bad_configuration_exits_2_with_one_clear_line(tmp_path):
     import subprocess

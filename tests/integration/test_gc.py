@@ -170,4 +170,4 @@ async def test_image_round_removes_an_unused_image_and_keeps_those_in_use(
         assert UNUSED_IMAGE not in names
         # In use by a running container (the alias is the same image), and the sandbox image.
         assert {BUSYBOX_IMAGE, BUSYBOX_ALIAS, PAUSE_IMAGE} <= names
-        assert gc.metrics.images_collected.labels("space")._value.get() == 1
+        assert gc.images.metrics.images_collected.labels("space")._value.get() == 1

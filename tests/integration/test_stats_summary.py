@@ -14,8 +14,8 @@ import trio
 from pykubelet.actors.pod_workers.worker import PodWorker
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.actors.server.http import Request
-from pykubelet.actors.server import stats
 from pykubelet.actors.server.stats import StatsProvider, StatsState
+from pykubelet.actors.server.stats import provider as stats_provider
 from pykubelet.messages.pod import Pod, pod_list
 from pykubelet.messages.pod_updates import TerminatePod
 from pykubelet.ports.cri import CriCallError
@@ -156,7 +156,7 @@ async def test_without_the_runtimes_stats_the_cgroups_give_the_numbers(cri, cont
 async def test_with_no_cgroup_found_the_runtimes_sample_still_gives_cpu_and_memory(
     cri, containerd, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(stats, "CGROUP_RESCAN_INTERVAL", 0.0)
+    monkeypatch.setattr(stats_provider, "CGROUP_RESCAN_INTERVAL", 0.0)
     pods = RunningPods(cri, containerd, tmp_path)
     try:
         deps = await pods.start(1)

@@ -155,6 +155,12 @@ class Harness:
     def metric(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0
 
+    async def rounds_done(self, count: int) -> None:
+        """Until `count` container rounds have ended. Waited for, not slept: the log
+        directories go in a worker thread, which the autojump clock does not wait for."""
+        while self.metric("pykubelet_gc_duration_seconds_count", kind="containers") < count:
+            await trio.sleep(0.001)
+
     def take_removed(self) -> list[str]:
         removed, self.cri.removed = self.cri.removed, []
         return removed
@@ -176,7 +182,7 @@ async def test_container_round_removes_dead_containers_their_logs_and_empty_sand
     (h.logs / "default_p-u3_u3" / "app").mkdir(parents=True)  # a pod long gone
 
     async with running(h.spec):
-        await trio.sleep(1)
+        await h.rounds_done(1)
         assert sorted(h.take_removed()) == ["c1", "d1", "s0", "t1"]
         assert not old_log.exists() and not deleted_log.exists() and newest_log.exists()
         assert sorted(p.name for p in h.logs.iterdir()) == ["default_p-stranger_stranger", "default_p-u1_u1"]
@@ -191,6 +197,32 @@ async def test_container_round_removes_dead_containers_their_logs_and_empty_sand
         assert h.take_removed() == ["c2"]  # s1 is ready and c3 still runs: both stay
         assert set(cri.containers) == {"c3", "x1", "x2"} and set(cri.sandboxes) == {"s1", "x"}
         assert (h.logs / "default_p-u1_u1").exists()  # its sandbox lives
+
+
+async def test_a_gc_stopped_during_a_slow_disk_clean_up_stops_at_once(tmp_path, monkeypatch):
+    """Its supervisor restarting it (rest_for_one behind a crashed sibling) must not wait
+    for the disk: the removal goes on in its thread."""
+    import threading
+
+    from pykubelet.actors.gc import containers as gc_module
+
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_removal(paths: list[str]) -> int:
+        started.set()
+        release.wait(30)
+        finished.set()
+        return 0
+
+    monkeypatch.setattr(gc_module, "_remove_pod_log_dirs", slow_removal)
+    h = Harness(tmp_path, GcSettings(), desired=set())
+    (h.logs / "default_p-u3_u3").mkdir()
+    try:
+        async with running(h.spec):
+            await trio.to_thread.run_sync(started.wait)
+        assert not finished.is_set()  # left the context (cancelled gc) while the disk was busy
+    finally:
+        release.set()
 
 
 async def test_until_all_sources_are_seen_no_pod_counts_as_deleted(autojump_clock, tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import sys
 import time
 
 import pytest
@@ -145,6 +146,16 @@ def test_an_unreadable_client_ca_file_is_a_configuration_error(tmp_path):
     junk.write_text("not a certificate")
     with pytest.raises(AuthConfigurationError, match="not a PEM bundle"):
         auth(None, config(ca_file=str(junk), webhook=False, mode="AlwaysAllow"))
+
+
+
+def test_a_client_ca_without_cryptography_is_a_configuration_error_naming_the_package(tmp_path, monkeypatch, ca):
+    bundle = tmp_path / "ca.crt"
+    bundle.write_bytes(ca.cert_pem)
+    monkeypatch.setitem(sys.modules, "cryptography", None)  # as if it were not installed
+    with pytest.raises(AuthConfigurationError, match=r"clientCAFile .*ca.crt: client certificates need the "
+                                                     r"cryptography package, which cannot be imported"):
+        auth(None, config(ca_file=str(bundle), webhook=False, mode="AlwaysAllow"))
 
 
 @pytest.mark.parametrize(

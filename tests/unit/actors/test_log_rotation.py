@@ -391,7 +391,8 @@ def test_settings_refuse_what_go_refuses():
 
 def test_the_daemon_takes_its_settings_from_the_kubelet_configuration(tmp_path):
     from pykubelet.cli.run import daemon_settings
-    from pykubelet.messages.config import Duration, KubeletConfiguration, KubeletFlags
+    from pykubelet.messages.config import KubeletConfiguration, KubeletFlags
+    from pykubelet.messages.duration import Duration
 
     config = KubeletConfiguration(
         container_runtime_endpoint="unix:///run/x.sock", container_log_max_size="2Ki", container_log_max_files=3,

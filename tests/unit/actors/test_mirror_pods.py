@@ -2,7 +2,8 @@
 at start, recreated within a period after it was deleted, deleted (grace 0, UID
 precondition) when its static pod leaves the board; a change of the board is acted on
 within a poll; nothing is created before the Node's UID is known; an API error is logged
-once and retried next period."""
+once and retried next period, or as soon as the API server answers again; the status
+manager is told of each mirror pod created."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import trio
 
 from pykubelet.actors.mirror_pods import mirror_pods_actor
 from pykubelet.actors.pod_statuses import PodStatuses
+from pykubelet.messages.api_server import ApiServerAnswersAgain, MirrorPodsMessage
 from pykubelet.messages.pod import Container, ObjectMeta, Pod, PodSpec, PodStatus
+from pykubelet.messages.pod_status_reports import MirrorPodCreated
 from pykubelet.ports.apiserver import error_from_status, unavailable
-from pykubelet.supervisor import ChildSpec
-from tests.support.actors import running
+from pykubelet.supervisor import ChildSpec, MailboxSpec
+from tests.support.actors import Inbox, running
 
 NS = "kube-system"
 
@@ -29,10 +32,14 @@ class FakePodsApi:
         self.pods: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[float, str, str]] = []
         self.failures: list[BaseException] = []
+        self.down = False  # no answer to any call (an outage)
         self.next_uid = 0
 
     def _record(self, verb: str, path: str) -> None:
         self.calls.append((trio.current_time(), verb, path))
+        if self.down:
+            raise unavailable(ConnectionRefusedError(111, "Connection refused"), method=verb, path=path,
+                              url="https://127.0.0.1" + path)
         if self.failures:
             raise self.failures.pop(0)
 
@@ -78,15 +85,20 @@ def static_pod(name: str, hash_: str) -> Pod:
 
 
 class Harness:
-    def __init__(self, node_uid: str | None = "node-uid") -> None:
+    def __init__(self, node_uid: str | None = "node-uid", *, mailbox: bool = False) -> None:
         self.api = FakePodsApi()
         self.board = PodStatuses()
         self.node_uid = node_uid
         self.desired: set[str] | None = None  # None: the board's pods, as the sync loop wants them
+        self.status_manager = Inbox()  # what the status manager is told, when mailbox
         self.spec = ChildSpec("mirror-pods", mirror_pods_actor(
             client=self.api, statuses=self.board, node_name="node1", registered_node_uid=lambda: self.node_uid,
             desired=lambda: self.desired if self.desired is not None else {p.metadata.uid for p in self.board.pods()},
-        ))
+            status_manager="root/status-manager" if mailbox else None,
+        ), mailbox=MailboxSpec(capacity=4, accepts=(MirrorPodsMessage,)) if mailbox else None)
+
+    def children(self) -> list[ChildSpec]:
+        return [self.status_manager.spec("status-manager"), self.spec]
 
     def mirror(self, name: str) -> dict[str, Any] | None:
         return self.api.pods.get(name)
@@ -185,3 +197,51 @@ async def test_a_restarted_kubelet_leaves_mirror_pods_alone_until_it_knows_what_
         h.board.remove("h1")
         await trio.sleep(2)
         assert h.mirror("etcd-node1") is None
+
+
+async def test_a_round_that_failed_in_an_outage_is_done_again_as_soon_as_the_api_server_answers(autojump_clock):
+    h = Harness(mailbox=True)
+    h.api.down = True
+    h.board.set(static_pod("etcd-node1", "h1"), PodStatus(phase="Running"))  # added while the API is away
+    async with running(*h.children()) as tree:
+        await trio.sleep(3)
+        assert h.api.calls == [(0.0, "LIST", "/api/v1/pods")]
+        h.api.down = False
+        await tree.registry.lookup("root/mirror-pods").send(ApiServerAnswersAgain())
+        await trio.sleep(0.01)
+        assert [(t, verb) for t, verb, _ in h.api.calls] == [(0.0, "LIST"), (3.0, "LIST"), (3.0, "CREATE")]  # not at 10
+        assert h.mirror("etcd-node1") is not None
+        assert h.status_manager.take() == [MirrorPodCreated(pod_uid="h1")]  # so that it writes the status now
+        assert tree.snapshot().children[1].restarts == 0
+
+
+async def test_the_api_server_answering_again_after_a_round_that_succeeded_starts_no_round(autojump_clock):
+    h = Harness(mailbox=True)
+    h.board.set(static_pod("etcd-node1", "h1"), PodStatus(phase="Running"))
+    async with running(*h.children()) as tree:
+        await trio.sleep(3)
+        await tree.registry.lookup("root/mirror-pods").send(ApiServerAnswersAgain())
+        await trio.sleep(5)
+        assert h.api.verbs() == ["LIST", "CREATE"]
+
+
+async def test_a_retry_on_answers_again_that_fails_too_waits_the_whole_period(autojump_clock):
+    # The mirror pod requests alone keep failing while others are answered: one retry at
+    # once, then a period, however often the word comes.
+    h = Harness(mailbox=True)
+    h.api.down = True
+    h.board.set(static_pod("etcd-node1", "h1"), PodStatus(phase="Running"))
+    async with running(*h.children()) as tree:
+        mailbox = tree.registry.lookup("root/mirror-pods")
+        await trio.sleep(3)
+        for _ in range(19):  # 3 to 12.5
+            await mailbox.send(ApiServerAnswersAgain())
+            await trio.sleep(0.5)
+        assert [t for t, _, _ in h.api.calls] == [0.0, 3.0]
+        await trio.sleep(1)
+        assert [t for t, _, _ in h.api.calls] == [0.0, 3.0, 13.0]
+        h.api.down = False
+        await trio.sleep(0.5)
+        await mailbox.send(ApiServerAnswersAgain())  # that wait was whole: this one may be cut short
+        await trio.sleep(0.01)
+        assert [verb for t, verb, _ in h.api.calls if t > 13.5] == ["LIST", "CREATE"]

@@ -8,6 +8,7 @@ HTTP server on 127.0.0.1 and therefore use the real clock with short periods.
 from __future__ import annotations
 
 import http.server
+import io
 import json
 import logging
 import os
@@ -19,6 +20,8 @@ import trio
 
 from pykubelet.actors.pod_config import pod_config_actor
 from pykubelet.actors.sources import file_source_actor, http_source_actor
+from pykubelet.actors.sources.file import read_bounded
+from pykubelet.pods.manifest import MAX_MANIFEST_BYTES
 from pykubelet.messages.pod_updates import (
     ManifestProblem,
     ManifestProblems,
@@ -464,3 +467,25 @@ async def test_http_sends_the_manifest_url_headers(server):
         await wait_for(pod_config, 1)
     sent = server.headers[0]
     assert ("X-Token", "a") in sent and ("X-Token", "b") in sent and ("Authorization", "Bearer t") in sent
+
+
+class _RecordingFile(io.BytesIO):
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.asked: list[int] = []
+
+    def read(self, size: int = -1) -> bytes:
+        self.asked.append(size)
+        return super().read(size)
+
+
+def test_a_manifest_is_read_with_a_buffer_of_its_size_not_of_the_limit():
+    manifest = _RecordingFile(b"kind: Pod\n")
+    assert read_bounded(manifest, 10, MAX_MANIFEST_BYTES + 1) == b"kind: Pod\n"
+    assert manifest.asked == [11]  # one byte more than stat said: EOF proves the file did not grow
+
+
+def test_a_manifest_that_grew_since_its_stat_is_read_on_up_to_the_limit():
+    assert read_bounded(_RecordingFile(b"x" * 50), 10, 31) == b"x" * 31
+    assert read_bounded(_RecordingFile(b"x" * 20), 10, 31) == b"x" * 20
+    assert read_bounded(_RecordingFile(b"x" * 50), 100, 31) == b"x" * 31  # a stat past the limit

@@ -18,7 +18,13 @@ from tests.support.api_fakes import api_error
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.status_manager import status_manager_actor
 from pykubelet.actors.status_sync import WRITERS, pod_path
-from pykubelet.messages.pod_status_reports import PodStatusChanged, PodTerminated, StatusManagerMessage
+from pykubelet.messages.api_server import ApiServerAnswersAgain
+from pykubelet.messages.pod_status_reports import (
+    MirrorPodCreated,
+    PodStatusChanged,
+    PodTerminated,
+    StatusManagerMessage,
+)
 from pykubelet.messages.pod import (
     ContainerState,
     ContainerStateRunning,
@@ -50,6 +56,7 @@ class FakeStatusApi:
         self.pods: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[float, str, str, Any]] = []
         self.failures: list[BaseException] = []  # for the next calls, whatever their verb
+        self.down = False  # no answer to any call (an outage)
         self.patch_failures: list[BaseException] = []
         self.rv = 100
 
@@ -73,6 +80,9 @@ class FakeStatusApi:
 
     def _call(self, verb: str, path: str, body: Any = None) -> str:
         self.calls.append((trio.current_time(), verb, path, copy.deepcopy(body)))
+        if self.down:
+            raise unavailable(ConnectionRefusedError(111, "Connection refused"), method=verb, path=path,
+                              url="https://127.0.0.1" + path)
         if self.failures:
             raise self.failures.pop(0)
         name = path.split("/")[6]
@@ -380,6 +390,67 @@ async def test_a_static_pods_status_goes_to_its_mirror_pod_and_to_its_replacemen
         h.board.remove("static-h1")
         await trio.sleep(30)
         assert "DELETE" not in [v for _, v, _ in h.api.verbs()] and "etcd-node1" in h.api.pods
+
+
+def web_in_an_outage() -> Harness:
+    """A status manager with a mailbox, pod web on the board, and no answer from the API."""
+    h = Harness(mailbox=True)
+    h.api.create("web")
+    h.api.down = True
+    h.board.set(board_pod("web"), status())
+    return h
+
+
+async def test_what_piled_up_in_an_outage_is_written_as_soon_as_the_api_server_answers_again(autojump_clock):
+    h = web_in_an_outage()
+    async with running(h.spec) as tree:
+        await trio.sleep(26)  # failed at 0, 0.5, 1.5, 3.5, 7.5, 15.5, 25.5: the back-off is 10 s now
+        assert [t for t, _, _ in h.api.verbs()] == [0, 0.5, 1.5, 3.5, 7.5, 15.5, 25.5]
+        h.api.down = False  # back at 26; another request of the daemon is answered at 27
+        await trio.sleep(1)
+        await tree.registry.lookup("root/status-manager").send(ApiServerAnswersAgain())
+        await trio.sleep(0.01)
+        assert h.api.verbs(since=26) == [(27, "GET", "web"), (27, "PATCH", "status")]  # not at 35.5
+        assert h.api_status("web")["phase"] == "Running"
+        assert tree.snapshot().children[0].restarts == 0  # the same incarnation, not a new one's first look
+
+
+async def test_a_retry_on_answers_again_that_fails_too_waits_the_whole_back_off(autojump_clock):
+    # Requests of this actor alone keep failing while others are answered: one retry at
+    # once, then the back-off as if nothing had been heard, however often the word comes.
+    h = web_in_an_outage()
+    async with running(h.spec) as tree:
+        mailbox = tree.registry.lookup("root/status-manager")
+        await trio.sleep(16)  # failed at 0, 0.5, 1.5, 3.5, 7.5, 15.5: next at 25.5
+        await mailbox.send(ApiServerAnswersAgain())
+        await trio.sleep(0.01)
+        assert [t for t, _, _ in h.api.verbs(since=15.6)] == [16]  # cut short
+        for _ in range(18):  # until 25.01
+            await mailbox.send(ApiServerAnswersAgain())
+            await trio.sleep(0.5)
+        assert [t for t, _, _ in h.api.verbs(since=15.6)] == [16]
+        await trio.sleep(1)
+        assert [t for t, _, _ in h.api.verbs(since=15.6)] == [16, 26]  # the whole 10 s after 16
+        h.api.down = False
+        await trio.sleep(1)
+        # That back-off was not cut short, so this one may be.
+        await mailbox.send(ApiServerAnswersAgain())
+        await trio.sleep(0.01)
+        assert [v for t, v, _ in h.api.verbs(since=26.5) if t < 27.1] == ["GET", "PATCH"]
+
+
+async def test_a_static_pods_status_is_written_as_soon_as_its_mirror_pod_is_created(autojump_clock):
+    h = Harness(mailbox=True)
+    h.board.set(static_board_pod("etcd-node1", "h1"), status())
+    async with running(h.spec) as tree:
+        await trio.sleep(3)
+        assert [(t, v) for t, v, _ in h.api.verbs()] == [(0.0, "GET")]  # no mirror pod yet: held for a period
+        h.api.create("etcd-node1", uid="m1", annotations=mirror_of("h1"))
+        await tree.registry.lookup("root/status-manager").send(MirrorPodCreated(pod_uid="static-h1"))
+        await trio.sleep(0.01)
+        assert [(t, v) for t, v, _ in h.api.verbs(since=1)] == [(3.0, "GET"), (3.0, "PATCH")]  # not at 10
+        assert h.api.bodies("PATCH")[0]["metadata"]["uid"] == "m1"
+        assert h.api_status("etcd-node1")["phase"] == "Running"
 
 
 async def test_a_pod_being_deleted_is_deleted_once_its_status_left_the_board(autojump_clock):

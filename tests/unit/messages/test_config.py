@@ -9,20 +9,15 @@ import pytest
 
 from pykubelet.messages.config import (
     GO_ONLY_FIELDS,
-    Duration,
-    DurationError,
     KubeletConfiguration,
     KubeletFlags,
     LoggingConfiguration,
-    dec_hook,
     encode_kubelet_configuration,
-    format_duration,
     go_field_names,
-    parse_byte_quantity,
-    parse_duration,
     set_defaults,
-    validate_kubelet_configuration,
 )
+from pykubelet.messages.config_validation import parse_byte_quantity, validate_kubelet_configuration
+from pykubelet.messages.duration import Duration, DurationError, dec_hook, format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

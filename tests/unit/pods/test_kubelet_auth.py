@@ -22,6 +22,7 @@ from pykubelet.messages.config import (
     KubeletWebhookAuthentication,
     KubeletX509Authentication,
 )
+from pykubelet.pods.client_certificate import verify_client_certificate
 from pykubelet.pods.kubelet_auth import (
     ANONYMOUS,
     BadCredentials,
@@ -44,7 +45,6 @@ from pykubelet.pods.kubelet_auth import (
     subject_access_review,
     token_review,
     validate_auth,
-    verify_client_certificate,
     webhook_backoff,
     websocket_bearer_token,
     with_authenticated_group,

@@ -17,15 +17,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from pykubelet.ports.cgroups import (
-    CgroupConfig,
-    CgroupError,
-    CgroupManager,
-    CgroupMode,
+from pykubelet.ports.cgroups import CgroupConfig, CgroupError, CgroupManager, CgroupMode, detect_cgroup_mode
+from pykubelet.ports.cgroups.limits import (
     CgroupWrite,
     cpu_max_text,
     cpu_weight_from_shares,
-    detect_cgroup_mode,
     hugepage_size_name,
     resource_writes,
 )

@@ -4,6 +4,8 @@ re-used after; configured files used as given; bad TLS settings refused by name.
 from __future__ import annotations
 
 import ipaddress
+import subprocess
+import sys
 import ssl
 
 import pytest
@@ -39,3 +41,20 @@ def test_tls_settings_the_library_cannot_take_are_refused_by_name(tmp_path):
     with pytest.raises(ServingCertError, match="give both, or neither"):
         serving_cert_files(TlsSettings(cert_file=cert), node_name="n", node_ips=())
     assert server_context(TlsSettings(min_version="VersionTLS13"), cert, key).minimum_version == ssl.TLSVersion.TLSv1_3
+
+
+def test_a_certificate_that_cannot_be_made_is_an_error_naming_the_directory_and_why(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ServingCertError, match=rf"self-signed serving certificate in {blocker}/pki: .*Not a directory"):
+        serving_cert_files(TlsSettings(cert_dir=str(blocker / "pki")), node_name="n", node_ips=())
+
+
+def test_the_child_that_makes_the_certificate_says_when_cryptography_is_missing(tmp_path):
+    # The child process of serving_cert_files, with cryptography unimportable.
+    child = ("import runpy, sys; sys.modules['cryptography'] = None; "
+             "runpy.run_module('pykubelet.ports.serving_cert', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", child, str(tmp_path), "n"], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "the cryptography package cannot be imported" in done.stderr
+    assert not (tmp_path / "kubelet.crt").exists()

@@ -130,3 +130,45 @@ async def test_fs_group_owns_an_empty_dir(tmp_path):
     paths = await manager.set_up(pod([{"name": "e", "emptyDir": {}}], securityContext={"fsGroup": 2000}), FACTS)
     st = os.stat(paths["e"])
     assert st.st_gid == 2000 and st.st_mode & 0o2070 == 0o2070
+
+
+async def test_a_cancelled_tear_down_leaves_the_disk_to_its_thread_and_is_not_started_twice(tmp_path, monkeypatch):
+    """A gc or pod worker cancelled (its supervisor restarting it) while a slow unmount or
+    rmtree runs returns at once; the removal goes on alone, and a second tear-down of the
+    same pod meanwhile does not start a second removal beside it."""
+    import threading
+
+    import trio
+
+    from pykubelet.actors.volumes import manager as volume_manager
+
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def slow_remove(path: str) -> None:
+        calls.append(path)
+        started.set()
+        release.wait(30)
+        volume_manager.shutil.rmtree(path, ignore_errors=True)
+
+    monkeypatch.setattr(volume_manager, "_remove_dir", slow_remove)
+    manager = VolumeManager(str(tmp_path))
+    (tmp_path / "pods" / "u-1" / "volumes").mkdir(parents=True)
+    pod_dir = manager.pod_dir("u-1")
+    try:
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(manager.tear_down, "u-1")
+                await trio.to_thread.run_sync(started.wait)
+                scope.cancel()
+        assert scope.cancelled_caught and not release.is_set()
+        assert pod_dir in volume_manager.REMOVALS
+
+        await manager.tear_down("u-1")  # while the first still runs
+        assert calls == [pod_dir]
+    finally:
+        release.set()
+    while pod_dir in volume_manager.REMOVALS:
+        await trio.sleep(0.01)
+    assert not os.path.exists(pod_dir)
+    await manager.tear_down("u-1")  # gone: nothing to do, nothing in flight
+    assert calls == [pod_dir, pod_dir]

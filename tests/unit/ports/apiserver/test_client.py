@@ -16,6 +16,7 @@ from pykubelet.messages.pod import Pod
 from pykubelet.ports.apiserver import (
     AlreadyExists,
     ApiClient,
+    ApiReachability,
     ApiUnavailable,
     Conflict,
     Forbidden,
@@ -405,3 +406,42 @@ async def test_a_redirect_is_not_followed(api, https_server) -> None:
     assert str(caught.value) == (
         f"GET {https_server.url}{WEB}: 302 redirect to https://sso.example/login; the "
         "kubeconfig's server must be the API server itself")
+
+
+# --- reachability -----------------------------------------------------------------------
+
+
+async def test_the_first_answer_after_a_request_that_got_none_says_the_api_server_answers_again(
+        node_kubeconfig, https_server) -> None:
+    heard: list[str] = []
+    reachability = ApiReachability(on_answers_again=lambda: heard.append("again"))
+    https_server.on("GET", WEB, reply(200, pod()), reset, reset, status(404, "NotFound", "no"), reply(200, pod()),
+                    status(503, "ServiceUnavailable", "starting"),
+                    status(429, "TooManyRequests", "slow down", headers={"Retry-After": "1"}), reply(200, pod()))
+    outcomes = []
+    async with ApiClient(load_kubeconfig(node_kubeconfig), timeout=2.0, reachability=reachability) as api:
+        for _ in range(8):
+            try:
+                await api.get(WEB)
+                outcomes.append(("answer", len(heard)))
+            except (ApiUnavailable, ServerError, TooManyRequests, NotFound) as exc:
+                outcomes.append((type(exc).__name__, len(heard)))
+    # An answer of any kind but 5xx and 429 (here a 404) ends a failure, and only the first is reported.
+    assert outcomes == [("answer", 0), ("ApiUnavailable", 0), ("ApiUnavailable", 0), ("NotFound", 1),
+                        ("answer", 1), ("ServerError", 1), ("TooManyRequests", 1), ("answer", 2)]
+
+
+async def test_a_watch_started_after_a_failure_says_the_api_server_answers_again(
+        node_kubeconfig, https_server) -> None:
+    heard: list[str] = []
+    reachability = ApiReachability(on_answers_again=lambda: heard.append("again"))
+    https_server.on("GET", PODS, reset, watch_stream([event("ADDED", "a", "11")]))
+    async with ApiClient(load_kubeconfig(node_kubeconfig), timeout=2.0, reachability=reachability) as api:
+        with pytest.raises(ApiUnavailable):
+            async with api.watch(PODS, {"resourceVersion": "10"}):
+                pytest.fail("entered a reset watch")
+        assert heard == []
+        async with api.watch(PODS, {"resourceVersion": "10"}) as events:
+            assert heard == ["again"]
+            assert [ev.type async for ev in events] == ["ADDED"]
+    assert heard == ["again"]

@@ -34,17 +34,16 @@ from pykubelet.actors.volumes.manager import PLUGINS
 from pykubelet.messages.pod import PodList
 from pykubelet.pods import stats_summary as summary
 from pykubelet.pods.resource_metrics import resource_metrics
-from pykubelet.pods.labels import CONTAINER_NAME_LABEL, MANAGED_LABEL
-from pykubelet.pods.stats_summary import (
-    ContainerStats, Cpu, CpuUsageCache, Fs, Interface, ListedContainer, ListedSandbox, Memory, Network,
-    NodeStats, PodStats, Rlimit, Usage, VolumeStats,
-)
+from pykubelet.pods.labels import MANAGED_LABEL
+from pykubelet.pods.stats_summary import CpuUsageCache, ListedContainer, ListedSandbox, Usage
 from pykubelet.ports import node_stats
 from pykubelet.ports.cri import CriCallError, CriClient, CriError
 from pykubelet.ports.node_stats import CgroupMounts, ReadPlan, Readings
 from pykubelet.supervisor.verbosity import V
 
-from .http import Request, Response
+from ..http import Request, Response
+from .cri_stats import ContainerSample, CriSample, container_sample, listed_container, listed_sandbox, sandboxes_sample
+from .summary_parts import SummaryParts
 
 log = logging.getLogger("pykubelet.server.stats")
 
@@ -57,29 +56,6 @@ UNSUPPORTED_RETRY = 600.0  # a stats call the runtime refused is tried again aft
 # the runtime (containerd 1.6 spends ~0.7 ms of shim calls per container on a sample).
 SAMPLE_WHILE_ASKED = 300.0
 _MANAGED = {MANAGED_LABEL: "true"}
-
-
-class ContainerSample(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    cpu: Cpu | None = None  # cumulative; the rate is the provider's
-    memory: Memory | None = None
-    writable_layer: Fs | None = None  # used bytes and inodes, without the filesystem's sizes
-    mountpoint: str = ""  # of the writable layer's filesystem
-
-
-class SandboxSample(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    cpu: Cpu | None = None
-    memory: Memory | None = None
-    network: Network | None = None
-    process_count: int | None = None
-
-
-class CriSample(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """The runtime's stats of the managed containers (and sandboxes, from
-    ListPodSandboxStats), taken at `taken_at` on the provider's clock."""
-
-    taken_at: float
-    containers: dict[str, ContainerSample] = {}
-    sandboxes: dict[str, SandboxSample] = {}
 
 
 class StatsState:
@@ -173,14 +149,14 @@ class StatsProvider:
                 log.log(V(4), "ImageFsInfo failed: %s", exc)
 
         await _all(sandboxes, containers, sample, *(() if only_cpu_and_memory else (image_fs,)))
-        pods = summary.shown([_listed_sandbox(s) for s in got["sandboxes"]],
-                             [_listed_container(c) for c in got["containers"]])
+        pods = summary.shown([listed_sandbox(s) for s in got["sandboxes"]],
+                             [listed_container(c) for c in got["containers"]])
         if self.state.mounts is None:
             self.state.mounts = await trio.to_thread.run_sync(node_stats.read_cgroup_mounts)
         plan = self._plan(pods, got["sample"], got.get("image_fs"), full=not only_cpu_and_memory)
         readings = await trio.to_thread.run_sync(node_stats.read_all, plan)
         self._remember(plan, readings)
-        parts = _Parts(plan, readings, got["sample"], got.get("image_fs"), self.state.cpu)
+        parts = SummaryParts(plan, readings, got["sample"], got.get("image_fs"), self.state.cpu)
         built = [parts.pod(sandbox, listed) for sandbox, listed in pods]
         node = parts.node(self.node_name)
         self.state.cpu.forget_older_than(plan.now)
@@ -237,7 +213,7 @@ class StatsProvider:
                 log.info("ListPodSandboxStats refused, using ListContainerStats: %s", exc)
                 state.sandbox_stats_retry_at = now + UNSUPPORTED_RETRY
             else:
-                state.sample = _sandboxes_sample(stats, taken_at=now)
+                state.sample = sandboxes_sample(stats, taken_at=now)
                 return
         containers: dict[str, ContainerSample] = {}
         if now >= state.container_stats_retry_at:
@@ -251,7 +227,7 @@ class StatsProvider:
                 else:
                     log.log(V(4), "ListContainerStats failed, reading cgroups: %s", exc)
             else:
-                containers = {s.attributes.id: _container_sample(s, taken_at=now) for s in stats}
+                containers = {s.attributes.id: container_sample(s, taken_at=now) for s in stats}
         state.sample = CriSample(taken_at=now, containers=containers)
 
     # -- what to read from files -----------------------------------------------------------
@@ -320,111 +296,6 @@ class StatsProvider:
             state.volumes = dict(readings.volume_usage)
 
 
-class _Parts:
-    """Builds the summary's node and pods from one request's listing, sample and reads."""
-
-    def __init__(self, plan: ReadPlan, readings: Readings, sample: CriSample,
-                 image_fs: api_pb2.ImageFsInfoResponse | None, cpu: CpuUsageCache) -> None:
-        self.plan, self.readings, self.sample, self.image_fs_info, self.cpu = plan, readings, sample, image_fs, cpu
-        self.root_fs = readings.statfs.get(plan.root_dir)
-
-    def node(self, name: str) -> NodeStats:
-        plan, readings = self.plan, self.readings
-        root = readings.node_cgroup
-        cpu = None
-        if root is not None and root.cpu_usage_ns is not None:
-            cpu = self.cpu.with_rate("node", Cpu(time=root.time, usage_core_nano_seconds=root.cpu_usage_ns))
-        memory = root.memory if root is not None and root.memory is not None else readings.node_memory
-        image_fs = self._image_fs()
-        return NodeStats(
-            name=name, start_time=readings.boot_time if readings.boot_time is not None else plan.now,
-            cpu=cpu, memory=memory,
-            network=_network(plan.now, readings.node_network),
-            fs=self.root_fs,
-            image_fs=image_fs, container_fs=image_fs,  # Go's CRI stats: the same filesystem
-            rlimit=Rlimit(time=plan.now, max_pid=readings.max_pid, cur_proc=readings.cur_proc) if plan.full else None,
-        )
-
-    def _image_fs(self) -> Fs | None:
-        """Go's ImageFsStats: used from the runtime, sizes of its filesystem (the first)."""
-        if self.image_fs_info is None or not self.image_fs_info.image_filesystems:
-            return None
-        fs = self.image_fs_info.image_filesystems[0]
-        used = Fs(time=fs.timestamp / 1e9 if fs.timestamp else self.plan.now,
-                  used_bytes=_value(fs, "used_bytes"), inodes_used=_value(fs, "inodes_used"))
-        return _on(self.readings.statfs.get(fs.fs_id.mountpoint), used)
-
-    def pod(self, sandbox: ListedSandbox, listed: list[ListedContainer]) -> PodStats:
-        plan, readings = self.plan, self.readings
-        containers = tuple(self._container(c) for c in listed)
-        counts = [readings.process_counts[c.id] for c in listed if c.id in readings.process_counts]
-        pod_cpu = pod_memory = network = process_count = None
-        from_runtime = self.sample.sandboxes.get(sandbox.id)
-        pod_cgroup = readings.pods.get(sandbox.uid)
-        if from_runtime is not None:
-            pod_cpu, pod_memory, network = from_runtime.cpu, from_runtime.memory, from_runtime.network
-            process_count = from_runtime.process_count
-        elif pod_cgroup is not None:
-            if pod_cgroup.cpu_usage_ns is not None:
-                pod_cpu = Cpu(time=pod_cgroup.time, usage_core_nano_seconds=pod_cgroup.cpu_usage_ns)
-            pod_memory = pod_cgroup.memory
-        if counts:  # Go sums its containers' process counts
-            process_count = sum(counts)
-        if network is None:
-            network = _network(plan.now, readings.networks.get(sandbox.id))
-        volumes = tuple(
-            VolumeStats(name=folder.rsplit("/", 1)[1],
-                        fs=summary.with_usage(readings.statfs[folder], readings.volume_usage[folder]))
-            for folder in plan.volumes.get(sandbox.uid, ()) if folder in readings.volume_usage
-        )
-        full = plan.full
-        return PodStats(
-            name=sandbox.name, namespace=sandbox.namespace, uid=sandbox.uid, start_time=sandbox.created_at,
-            containers=containers, cpu=self.cpu.with_rate(("pod", sandbox.uid), pod_cpu), memory=pod_memory,
-            network=network if full else None, volumes=volumes, process_count=process_count if full else None,
-            root_fs=self.root_fs if full else None,
-            pod_logs=_some_files(readings.pod_logs.get(sandbox.uid)), etc_hosts=readings.etc_hosts.get(sandbox.uid),
-        )
-
-    def _container(self, c: ListedContainer) -> ContainerStats:
-        readings = self.readings
-        from_runtime = self.sample.containers.get(c.id)
-        cgroup = readings.containers.get(c.id)
-        cpu = memory = rootfs = logs = None
-        if cgroup is not None:
-            if cgroup.cpu_usage_ns is not None:
-                cpu = Cpu(time=cgroup.time, usage_core_nano_seconds=cgroup.cpu_usage_ns)
-            memory = cgroup.memory
-        if from_runtime is not None:
-            cpu = cpu if cpu is not None else from_runtime.cpu
-            memory = memory if memory is not None else from_runtime.memory
-            if from_runtime.writable_layer is not None:
-                rootfs = _on(readings.statfs.get(from_runtime.mountpoint), from_runtime.writable_layer)
-        usage = readings.logs.get(c.id)
-        if usage is not None:
-            # Go: a log folder without files gives the root fs's sizes and no usage.
-            logs = summary.with_usage(self.root_fs, _some_files(usage))
-        return ContainerStats(
-            name=c.name, start_time=c.created_at, cpu=self.cpu.with_rate(("container", c.id), cpu),
-            memory=memory, rootfs=rootfs, logs=logs,
-        )
-
-
-def _on(sizes: Fs | None, used: Fs) -> Fs:
-    """`used` (bytes and inodes used, and its time) on a filesystem's sizes, when known."""
-    if sizes is None:
-        return used
-    return msgspec.structs.replace(sizes, time=used.time, used_bytes=used.used_bytes, inodes_used=used.inodes_used)
-
-
-def _network(now: float, interfaces: list[Interface] | None) -> Network | None:
-    return Network(time=now, interfaces=tuple(interfaces)) if interfaces is not None else None
-
-
-def _some_files(usage: Usage | None) -> Usage | None:
-    return usage if usage is not None and usage.inodes_used else None
-
-
 # Volume.type walks the struct's fields: too slow for every volume of every request.
 _MEASURED_VOLUMES = tuple((attr, PLUGINS[api]) for attr, api in (
     ("empty_dir", "emptyDir"), ("config_map", "configMap"), ("secret", "secret"),
@@ -440,86 +311,6 @@ def _measured_volumes(volumes) -> list[tuple[str, str]]:
         if plugin is not None:
             out.append((volume.name, plugin))
     return out
-
-
-# -- CRI messages into readings -------------------------------------------------------------
-
-
-def _listed_sandbox(s: api_pb2.PodSandbox) -> ListedSandbox:
-    return ListedSandbox(
-        id=s.id, name=s.metadata.name, namespace=s.metadata.namespace, uid=s.metadata.uid,
-        created_at=s.created_at / 1e9, ready=s.state == api_pb2.SANDBOX_READY,
-    )
-
-
-def _listed_container(c: api_pb2.Container) -> ListedContainer:
-    return ListedContainer(
-        id=c.id, sandbox_id=c.pod_sandbox_id, name=c.labels.get(CONTAINER_NAME_LABEL, c.metadata.name),
-        created_at=c.created_at / 1e9, running=c.state == api_pb2.CONTAINER_RUNNING,
-    )
-
-
-def _value(message: Any, field: str) -> int | None:
-    return getattr(message, field).value if message.HasField(field) else None
-
-
-def _cri_cpu(parent: Any) -> Cpu | None:
-    """The cumulative usage; the runtime's usageNanoCores is not used (containerd 1.6 says
-    0 for a first reading and keeps one cache for all its callers, containerd#9531)."""
-    if not parent.HasField("cpu") or not parent.cpu.HasField("usage_core_nano_seconds"):
-        return None
-    return Cpu(time=parent.cpu.timestamp / 1e9, usage_core_nano_seconds=parent.cpu.usage_core_nano_seconds.value)
-
-
-def _cri_memory(parent: Any) -> Memory | None:
-    if not parent.HasField("memory") or not parent.memory.timestamp:
-        return None
-    m = parent.memory
-    return Memory(
-        time=m.timestamp / 1e9,
-        available_bytes=_value(m, "available_bytes") or None,  # containerd: 0 for no limit
-        usage_bytes=_value(m, "usage_bytes"), working_set_bytes=_value(m, "working_set_bytes"),
-        rss_bytes=_value(m, "rss_bytes"), page_faults=_value(m, "page_faults"),
-        major_page_faults=_value(m, "major_page_faults"),
-    )
-
-
-def _container_sample(stats: api_pb2.ContainerStats, *, taken_at: float) -> ContainerSample:
-    layer = stats.writable_layer if stats.HasField("writable_layer") else None
-    return ContainerSample(
-        cpu=_cri_cpu(stats), memory=_cri_memory(stats),
-        # containerd 1.6 sets no timestamp on the writable layer: the sample's time then.
-        writable_layer=Fs(
-            time=layer.timestamp / 1e9 if layer.timestamp else taken_at,
-            used_bytes=_value(layer, "used_bytes"), inodes_used=_value(layer, "inodes_used"),
-        ) if layer is not None else None,
-        mountpoint=layer.fs_id.mountpoint if layer is not None else "",
-    )
-
-
-def _sandboxes_sample(stats: list[api_pb2.PodSandboxStats], *, taken_at: float) -> CriSample:
-    containers: dict[str, ContainerSample] = {}
-    sandboxes: dict[str, SandboxSample] = {}
-    for pod in stats:
-        linux = pod.linux
-        for container in linux.containers:
-            containers[container.attributes.id] = _container_sample(container, taken_at=taken_at)
-        network = None
-        if linux.HasField("network") and linux.network.timestamp:
-            usages = [*([linux.network.default_interface] if linux.network.HasField("default_interface") else []),
-                      *linux.network.interfaces]
-            interfaces: dict[str, Interface] = {}
-            for usage in usages:
-                interfaces.setdefault(usage.name, Interface(
-                    name=usage.name, rx_bytes=_value(usage, "rx_bytes"), rx_errors=_value(usage, "rx_errors"),
-                    tx_bytes=_value(usage, "tx_bytes"), tx_errors=_value(usage, "tx_errors"),
-                ))
-            network = Network(time=linux.network.timestamp / 1e9, interfaces=tuple(interfaces.values()))
-        sandboxes[pod.attributes.id] = SandboxSample(
-            cpu=_cri_cpu(linux), memory=_cri_memory(linux), network=network,
-            process_count=_value(linux.process, "process_count") if linux.HasField("process") else None,
-        )
-    return CriSample(taken_at=taken_at, containers=containers, sandboxes=sandboxes)
 
 
 async def _all(*calls: Callable[[], Awaitable[None]]) -> None:
