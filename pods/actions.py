@@ -51,6 +51,9 @@ class PodActions:
 # --- small predicates, shared with the status computation ------------------------------
 
 
+LIVE_STATES = ("running", "created", "unknown")  # a container in one of these may still run
+
+
 def restart_policy(pod: Pod) -> str:
     """The pod's restartPolicy, defaulted to Always as the API server does."""
     return pod.spec.restart_policy or "Always"
@@ -244,6 +247,21 @@ def compute_pod_actions(
         plan.kill_pod = True
         plan.init_start = []
     return plan.freeze()
+
+
+def kill_already_done(actions: PodActions, status: PodRuntimeStatus, stopped_sandboxes: frozenset[str]) -> bool:
+    """The plan only stops the pod, and nothing of it is left to stop: no container may still
+    run, and every sandbox is not ready and already stopped by this worker (a sandbox whose
+    pause process merely exited still needs its StopPodSandbox, which tears down its network).
+    Go stops a finished pod once and then no longer syncs it; a kill of it again would make
+    a StopPodSandbox and a fresh read at every resync."""
+    if not actions.kill_pod or actions.create_sandbox or actions.init_containers_to_start:
+        return False
+    if actions.containers_to_start or actions.containers_to_kill:
+        return False
+    if any(c.state in LIVE_STATES for c in status.containers):
+        return False
+    return all(s.state != "ready" and s.id in stopped_sandboxes for s in status.sandboxes)
 
 
 def _actions_for_new_sandbox(pod: Pod, status: PodRuntimeStatus, attempt: int, sandbox_id: str) -> PodActions:

@@ -12,7 +12,7 @@ import trio
 
 from pykubelet.actors import events
 from pykubelet.messages.pod import Container, Pod
-from pykubelet.pods.actions import DEFAULT_GRACE_PERIOD, MINIMUM_GRACE_PERIOD
+from pykubelet.pods.actions import DEFAULT_GRACE_PERIOD, LIVE_STATES, MINIMUM_GRACE_PERIOD
 from pykubelet.messages.pod_status_reports import PodTerminated
 from pykubelet.messages.pod_updates import TerminatePod
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus
@@ -30,7 +30,7 @@ log = logging.getLogger("pykubelet.podworker")
 
 class PodTermination:
     """The stop half of PodWorker; uses its deps, uid, pod, registry, volumes, record(),
-    fields, _tell_probes() and _host()."""
+    fields, _tell_probes() and _host(), and keeps its stopped_sandboxes."""
 
     def _grace_period(self, pod: Pod | None, runtime: PodRuntimeStatus | None = None) -> int:
         grace = pod.spec.termination_grace_period_seconds if pod is not None else None
@@ -78,7 +78,7 @@ class PodTermination:
         """Stop every container (in parallel, each with the grace period), then the
         sandboxes; with `remove`, remove them all from the runtime too."""
         cri = self.deps.runtime.client
-        live = [c for c in runtime.containers if c.state in ("running", "created", "unknown")]
+        live = [c for c in runtime.containers if c.state in LIVE_STATES]
         sidecars = self._sidecar_names()
         # Regular containers first, together; then sidecars one by one in reverse order,
         # so that they serve the main containers until those are gone (as the Go kubelet).
@@ -88,7 +88,10 @@ class PodTermination:
                 if container.name == name:
                     await self._stop_container(container, grace)
         for sandbox in runtime.sandboxes:
+            if sandbox.state != "ready" and sandbox.id in self.stopped_sandboxes:
+                continue  # stopped by this worker before: its network is down already
             await ignore_gone(cri.stop_pod_sandbox(sandbox.id))
+            self.stopped_sandboxes |= {sandbox.id}
         if remove:
             for container in runtime.containers:
                 await ignore_gone(cri.remove_container(container.id))

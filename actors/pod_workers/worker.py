@@ -24,7 +24,7 @@ from pykubelet.actors.events import pod_reference
 from pykubelet.messages.pod import Pod, PodCondition
 from pykubelet.messages.pod_updates import EvictedPod, EvictPod, PodWorkerMessage, SyncPod, TerminatePod
 from pykubelet.messages.runtime import PodRuntimeStatus
-from pykubelet.pods.actions import PodActions, compute_pod_actions, probe_kill
+from pykubelet.pods.actions import PodActions, compute_pod_actions, kill_already_done, probe_kill
 from pykubelet.pods.active_deadline import (
     active_deadline_remaining,
     past_active_deadline,
@@ -115,6 +115,8 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         # (None: no such read), and when its last sync ended (trio time): see _runtime_status.
         self.last_read: PodRuntimeStatus | None = None
         self.synced_at = -math.inf
+        # The sandboxes this worker has stopped: a finished pod is stopped once (kill_already_done).
+        self.stopped_sandboxes: frozenset[str] = frozenset()
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -198,6 +200,8 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         actions = compute_pod_actions(pod, runtime, active_deadline_exceeded=exceeded or self.eviction is not None)
         if not exceeded and self.eviction is None:
             actions = self._with_probe_kills(actions, runtime)
+        # A finished pod already stopped: its kill below finds nothing to stop, no read after.
+        changes_runtime = not actions.nothing_to_do and not kill_already_done(actions, runtime, self.stopped_sandboxes)
         self.waiting = {}
         self.created = ([], [])
         if deps.statuses.get(self.uid) is None:
@@ -206,7 +210,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
             wake_in = await self._perform(pod, runtime, actions)
         finally:
             # Publish what is true now, also when a step failed half way.
-            if not actions.nothing_to_do:
+            if changes_runtime:
                 self.last_read = None  # the runtime changed: only a read made since may stand for it
                 with contextlib.suppress(CriError):
                     if runtime.sandboxes or runtime.containers:

@@ -10,6 +10,7 @@ from pykubelet.pods.actions import (
     ContainerToKill,
     PodActions,
     compute_pod_actions,
+    kill_already_done,
     kill_grace_period,
     probe_kill,
     restart_count_for,
@@ -361,3 +362,29 @@ def test_probe_kill(behaviour, pod, probe_kind, expected):
 
 def test_a_kill_without_a_grace_period_takes_the_pods():
     assert ContainerToKill("c", "a", "m").grace_period_seconds is None
+
+
+@pytest.mark.parametrize(
+    "containers, sandboxes, stopped, done",
+    [
+        ((ctr("a", "exited", 0),), (sandbox(state="notready"),), {"s1"}, True),
+        # A sandbox whose pause process exited on its own still needs its stop (network).
+        ((ctr("a", "exited", 0),), (sandbox(state="notready"),), set(), False),
+        ((ctr("a", "exited", 0),), (sandbox(state="ready"),), {"s1"}, False),
+        ((ctr("a", "exited", 0), ctr("gone", "running")), (sandbox(state="notready"),), {"s1"}, False),
+        ((ctr("a", "unknown"),), (sandbox(state="notready"),), {"s1"}, False),
+        ((ctr("a", "exited", 0),), (sandbox(state="notready"), sandbox(state="notready", id="s0")), {"s1"}, False),
+    ],
+)
+def test_a_finished_pod_is_stopped_once(containers, sandboxes, stopped, done):
+    pod, status = make_pod("a", policy="Never"), runtime(*containers, sandboxes=sandboxes)
+    actions = compute_pod_actions(pod, status)
+    assert actions.kill_pod
+    assert kill_already_done(actions, status, frozenset(stopped)) is done
+
+
+def test_a_kill_with_something_to_start_is_never_already_done():
+    pod = make_pod("a")  # restartPolicy Always: the exited container starts again in a new sandbox
+    status = runtime(ctr("a", "exited", 1), sandboxes=(sandbox(state="notready"),))
+    actions = compute_pod_actions(pod, status)
+    assert actions.create_sandbox and not kill_already_done(actions, status, frozenset({"s1"}))
