@@ -3,6 +3,7 @@ how much slower a probe is than the same call made directly, in the same run.
 
     python bench/probes.py [--pods 110] [--seconds 60] [--max-pods 110] [--settle 5]
     python bench/probes.py --pods 10 --seconds 15          # a quick run
+    python bench/probes.py --liveness tcp                  # tcpSocket liveness instead of exec
 
 Needs root, containerd, runc, busybox-static and gcc (as the integration tests); starts its
 own private containerd and daemon (--node-ip=127.0.0.1) under /tmp and ends both, whatever
@@ -16,7 +17,8 @@ other, on the same daemon:
    --settle seconds, then a window of --seconds.
 2. With probes: those pods removed (gone from /pods), then --pods new ones (other ports)
    whose container has a readiness probe `httpGet /ready port <its port>` and a liveness
-   probe `exec cat /www/ready`, both periodSeconds 1 (timeout 1 s, the default); once /pods
+   probe `exec cat /www/ready` (with --liveness tcp: `tcpSocket <its port>`), both
+   periodSeconds 1 (timeout 1 s, the default); once /pods
    shows them all Ready (condition Ready True, i.e. the readiness probe passed), --settle
    seconds, then a window of --seconds; after it, /pods read again: all still Ready, no
    restarts?
@@ -31,7 +33,8 @@ In each window, from this process, nothing is asked of the daemon (only /proc re
 - the direct calls, sequentially, round robin over the pods for the whole window: the
   same HTTP GET as the readiness probe (httpx, one client, a new connection per request as
   the probe's `Connection: close` asks, the probe's headers) and the same ExecSync as the
-  liveness probe (CriClient.exec_sync on the same container, same command, timeout 1 s);
+  liveness probe (CriClient.exec_sync on the same container, same command, timeout 1 s; with
+  --liveness tcp a TCP connect to the pod's port, closed at once, as the probe does);
   plus, as a diagnostic, the daemon's own httpGet handler (ports.probers.probe_http, one
   GET on a connection of its own, ports/http_get.py) called in this process, off the
   daemon's event loop.
@@ -112,7 +115,7 @@ DEFAULT_BOUNDS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.
 # -- the pods ------------------------------------------------------------------------------------
 
 
-def web_pod(name: str, port: int, probes: bool) -> dict:
+def web_pod(name: str, port: int, probes: bool, liveness: str) -> dict:
     """busybox httpd on 127.0.0.1:<port> serving /www/ready; stops at once on SIGTERM."""
     script = (
         f"mkdir -p /www; echo ok > /www/ready; httpd -f -p 127.0.0.1:{port} -h /www & pid=$!; "
@@ -122,7 +125,10 @@ def web_pod(name: str, port: int, probes: bool) -> dict:
     if probes:
         extra = {
             "readinessProbe": {"httpGet": {"path": "/ready", "port": port}, "periodSeconds": 1},
-            "livenessProbe": {"exec": {"command": LIVENESS_COMMAND}, "periodSeconds": 1},
+            "livenessProbe": {
+                **({"exec": {"command": LIVENESS_COMMAND}} if liveness == "exec" else {"tcpSocket": {"port": port}}),
+                "periodSeconds": 1,
+            },
         }
     return pod_manifest(name, [container("web", ["sh", "-c", script], **extra)])
 
@@ -130,6 +136,7 @@ def web_pod(name: str, port: int, probes: bool) -> dict:
 @dataclass
 class Target:
     name: str
+    port: int
     url: str
     container_id: str
 
@@ -144,7 +151,7 @@ def _restarts(pod: dict) -> int:
 
 
 def start_pods(
-    daemon: BenchDaemon, prefix: str, ports: list[int], probes: bool, timeout: float
+    daemon: BenchDaemon, prefix: str, ports: list[int], probes: bool, timeout: float, liveness: str
 ) -> tuple[list[Target], float]:
     """Write the manifests; wait until /pods shows every pod Ready. Returns the targets and
     the seconds that took."""
@@ -152,7 +159,7 @@ def start_pods(
     names = {f"{prefix}-{i}": port for i, port in enumerate(ports)}
     started = time.perf_counter()
     for name, port in names.items():
-        write_manifest(daemon.manifests, web_pod(name, port, probes))
+        write_manifest(daemon.manifests, web_pod(name, port, probes, liveness))
     while True:
         listed = daemon.client.pods()
         ready = {name for name in names if name in listed and _ready(listed[name])}
@@ -170,7 +177,7 @@ def start_pods(
     targets = []
     for name, port in names.items():
         (status,) = listed[name]["status"]["containerStatuses"]
-        targets.append(Target(name, f"http://127.0.0.1:{port}/ready", status["containerID"].split("://", 1)[1]))
+        targets.append(Target(name, port, f"http://127.0.0.1:{port}/ready", status["containerID"].split("://", 1)[1]))
     return targets, took
 
 
@@ -201,13 +208,13 @@ class Window:
     load: str = ""
     http: list[float] = field(default_factory=list)  # direct GET
     handler: list[float] = field(default_factory=list)  # ports.probers.probe_http in this process
-    exec: list[float] = field(default_factory=list)  # direct ExecSync
+    liveness: list[float] = field(default_factory=list)  # direct ExecSync (or TCP connect, --liveness tcp)
     failed: list[str] = field(default_factory=list)  # direct calls that did not succeed
     metrics_before: str = ""
     metrics_after: str = ""
 
 
-async def watch(daemon: BenchDaemon, containerd, targets: list[Target], seconds: float) -> Window:
+async def watch(daemon: BenchDaemon, containerd, targets: list[Target], seconds: float, liveness: str) -> Window:
     """/proc only, and the direct calls, during the window; /metrics just before and after."""
     assert daemon.client is not None
     window = Window()
@@ -251,12 +258,22 @@ async def watch(daemon: BenchDaemon, containerd, targets: list[Target], seconds:
                 if outcome != "success":
                     window.failed.append(f"probe_http {target.url}: {outcome} {message}")
                 began = time.perf_counter()
+                if liveness == "tcp":
+                    try:
+                        with trio.fail_after(PROBE_TIMEOUT):
+                            stream = await trio.open_tcp_stream("127.0.0.1", target.port)
+                        await stream.aclose()
+                    except (OSError, trio.TooSlowError) as error:
+                        window.failed.append(f"connect to {target.name}: {error!r}")
+                    else:
+                        window.liveness.append(time.perf_counter() - began)
+                    continue
                 try:
                     result = await cri.exec_sync(target.container_id, LIVENESS_COMMAND, PROBE_TIMEOUT)
                 except CriError as error:
                     window.failed.append(f"exec in {target.name}: {error}")
                 else:
-                    window.exec.append(time.perf_counter() - began)
+                    window.liveness.append(time.perf_counter() - began)
                     if result.exit_code != 0:
                         window.failed.append(f"exec in {target.name}: exit {result.exit_code}")
 
@@ -284,12 +301,13 @@ def _trio_at(perf: float) -> float:
     return trio.current_time() + (perf - time.perf_counter())
 
 
-async def _watch_in_loop(daemon: BenchDaemon, containerd, targets: list[Target], seconds: float) -> Window:
-    return await watch(daemon, containerd, targets, seconds)
+async def _watch_in_loop(daemon: BenchDaemon, containerd, targets: list[Target], seconds: float,
+                         liveness: str) -> Window:
+    return await watch(daemon, containerd, targets, seconds, liveness)
 
 
-def run_window(daemon: BenchDaemon, containerd, targets: list[Target], seconds: float) -> Window:
-    return trio.run(_watch_in_loop, daemon, containerd, targets, seconds)
+def run_window(daemon: BenchDaemon, containerd, targets: list[Target], seconds: float, liveness: str) -> Window:
+    return trio.run(_watch_in_loop, daemon, containerd, targets, seconds, liveness)
 
 
 # -- figures -------------------------------------------------------------------------------------
@@ -339,7 +357,7 @@ def ratio(a: float, b: float) -> float:
 
 
 def report(pods: int, base: Window, probed: Window, ready_seconds: float, after: dict[str, dict],
-           targets: list[Target]) -> None:
+           targets: list[Target], liveness: str) -> None:
     print(f"\n== daemon cost ({pods} pods; windows {base.seconds:.1f} s and {probed.seconds:.1f} s) ==")
     print(f"{'':36}{'no probes':>14}{'2 probes/pod/s':>16}{'with/without':>14}")
     rows = [
@@ -372,7 +390,9 @@ def report(pods: int, base: Window, probed: Window, ready_seconds: float, after:
     bounds = [le for le, _ in probe_figures(probed, "Readiness").buckets] or DEFAULT_BOUNDS
     for kind, direct, direct_base, what in (
         ("Readiness", probed.http, base.http, "httpGet /ready vs httpx GET of the same URL"),
-        ("Liveness", probed.exec, base.exec, "exec cat /www/ready vs CriClient.exec_sync, same container"),
+        ("Liveness", probed.liveness, base.liveness,
+         "exec cat /www/ready vs CriClient.exec_sync, same container" if liveness == "exec"
+         else "tcpSocket vs a TCP connect to the same port, closed at once"),
     ):
         f = probe_figures(probed, kind)
         d50, d99 = p50_p99(direct)
@@ -407,9 +427,10 @@ def report(pods: int, base: Window, probed: Window, ready_seconds: float, after:
           f"{ratio(handler50, d50):.2f}x / {ratio(handler99, d99):.2f}x the direct GET")
     cri_mean, cri_count = cri_exec_mean(probed)
     live = probe_figures(probed, "Liveness")
-    print(f"diagnostic: the daemon's own CRI ExecSync (kubelet_runtime_operations_duration_seconds): mean "
-          f"{milli(cri_mean).strip()} over {cri_count} calls; the liveness probe's mean {milli(live.mean).strip()} "
-          f"spends {milli(live.mean - cri_mean).strip()} around it")
+    if liveness == "exec":
+        print(f"diagnostic: the daemon's own CRI ExecSync (kubelet_runtime_operations_duration_seconds): mean "
+              f"{milli(cri_mean).strip()} over {cri_count} calls; the liveness probe's mean "
+              f"{milli(live.mean).strip()} spends {milli(live.mean - cri_mean).strip()} around it")
     if probed.failed or base.failed:
         print(f"direct calls that failed: {len(base.failed)} + {len(probed.failed)}, e.g. "
               f"{(base.failed + probed.failed)[:3]}")
@@ -433,6 +454,8 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=5.0, help="seconds after all are Ready (default 5)")
     parser.add_argument("--base-port", type=int, default=21000, help="the pods' ports from here up (default 21000)")
     parser.add_argument("--keep-log", type=Path, help="copy the daemon's log here at the end")
+    parser.add_argument("--liveness", choices=("exec", "tcp"), default="exec",
+                        help="the liveness probe: exec cat (default) or tcpSocket on the pod's port")
     args = parser.parse_args()
     if args.pods > args.max_pods:
         parser.error(f"--pods {args.pods} is more than --max-pods {args.max_pods}: the rest would be refused")
@@ -444,20 +467,22 @@ def main() -> None:
         print(f"probes: private containerd, daemon pid {daemon.pid}, {args.pods} httpd pods on 127.0.0.1:"
               f"{ports[0]}-{ports[-1]}, windows of {args.seconds:g} s after {args.settle:g} s settling", flush=True)
         print(f"without probes: starting {args.pods} pods ...", flush=True)
-        targets, _ = start_pods(daemon, "plain", ports[: args.pods], probes=False, timeout=timeout)
+        targets, _ = start_pods(daemon, "plain", ports[: args.pods], probes=False, timeout=timeout,
+                                liveness=args.liveness)
         time.sleep(args.settle)
         print("without probes: window ...", flush=True)
-        base = run_window(daemon, containerd, targets, args.seconds)
+        base = run_window(daemon, containerd, targets, args.seconds, args.liveness)
         print("removing them ...", flush=True)
         remove_pods(daemon, targets, timeout)
         print(f"with probes: starting {args.pods} pods, waiting for all Ready ...", flush=True)
-        targets, ready_seconds = start_pods(daemon, "probed", ports[args.pods :], probes=True, timeout=timeout)
+        targets, ready_seconds = start_pods(daemon, "probed", ports[args.pods :], probes=True, timeout=timeout,
+                                            liveness=args.liveness)
         time.sleep(args.settle)
         print("with probes: window ...", flush=True)
-        probed = run_window(daemon, containerd, targets, args.seconds)
+        probed = run_window(daemon, containerd, targets, args.seconds, args.liveness)
         assert daemon.client is not None
         after = daemon.client.pods()
-        report(args.pods, base, probed, ready_seconds, after, targets)
+        report(args.pods, base, probed, ready_seconds, after, targets, args.liveness)
         print("cleaning up (containerd removes every sandbox) ...", flush=True)
 
 

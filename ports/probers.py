@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import ipaddress
-import os
 import shlex
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
@@ -25,7 +24,7 @@ from pykubelet.messages.probes import ProbeOutcome
 from pykubelet.pods.probes import InvalidProbe, ResolvedProbe, resolve_port
 from pykubelet.ports import grpc_loop
 from pykubelet.ports.cri import CommandTimedOut, CriClient, CriError
-from pykubelet.ports.http_get import HttpAnswer, HttpGetError, http_get
+from pykubelet.ports.http_get import DialError, HttpAnswer, HttpGetError, close_socket, dial_tcp, http_get
 
 if TYPE_CHECKING:
     import httpx
@@ -178,30 +177,12 @@ async def probe_tcp(host: str, port: int, timeout: float) -> ProbeAnswer:
         return _not_an_ip(f"dial tcp {_join(host, port)}", host)
     with trio.move_on_after(timeout):
         try:
-            stream = await trio.open_tcp_stream(address, port)
-        except OSError as error:
-            return "failure", f"dial tcp {_join(address, port)}: connect: {_os_reason(error)}"
-        await stream.aclose()
+            sock = await dial_tcp(address, port)
+        except DialError as error:
+            return "failure", str(error)
+        close_socket(sock)
         return "success", ""
     return "failure", f"dial tcp {_join(address, port)}: i/o timeout after {timeout:g}s"
-
-
-def _os_reason(error: BaseException) -> str:
-    """"connection refused" rather than trio's "all attempts to connect ... failed"."""
-    found = _first_strerror(error)
-    return (found or str(error)).lower()
-
-
-def _first_strerror(error: BaseException | None) -> str | None:
-    if error is None:
-        return None
-    if isinstance(error, OSError) and error.errno:
-        return os.strerror(error.errno)
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            if found := _first_strerror(inner):
-                return found
-    return _first_strerror(error.__cause__ or error.__context__)
 
 
 # -- grpc --------------------------------------------------------------------------------------
