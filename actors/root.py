@@ -411,8 +411,8 @@ class Daemon:
     def _api_server_answers_again(self) -> None:
         """The API server answered after a request that got none: the status manager and the
         mirror pod actor try now what they held back, not after their back-off or period
-        (the node lease keeps its back-off, as Go's lease controller does). A full mailbox
-        already holds the word."""
+        (the node lease keeps its back-off, as Go's lease controller does). An actor whose
+        mailbox is full misses the word and retries at its next back-off or period."""
         for address in ("root/status-manager", "root/mirror-pods"):
             with contextlib.suppress(UnknownAddress, MailboxFull):
                 self.root.registry.lookup(address).send_nowait(ApiServerAnswersAgain())

@@ -55,7 +55,10 @@ async def dial_tcp(host: str, port: int) -> socket.socket:
         raise DialError(f"dial tcp {address}: socket: {_reason(error)}") from error
     try:
         sock.setblocking(False)
-        error = sock.connect_ex((host, port))
+        try:
+            error = sock.connect_ex((host, port))
+        except OSError as exc:  # an address connect cannot use (an unknown IPv6 zone)
+            raise DialError(f"dial tcp {address}: connect: {_reason(exc)}") from exc
         if error == errno.EINPROGRESS:
             await trio.lowlevel.wait_writable(sock)
             error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)

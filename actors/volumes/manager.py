@@ -235,28 +235,31 @@ def _own_for_group(path: str, gid: int) -> None:
 
 
 class _Removals:
-    """The directories a worker thread is removing now. A removal outlives the actor that
-    asked for it when that actor is cancelled (its thread cannot be); a second request
-    for the same directory meanwhile is not started beside it."""
+    """The directories a worker thread is removing now, each with the event its end sets.
+    A removal outlives the actor that asked for it when that actor is cancelled (its thread
+    cannot be); a second request for the same directory meanwhile waits for that one
+    instead of removing beside it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._paths: set[str] = set()
+        self._running: dict[str, threading.Event] = {}
 
-    def start(self, path: str) -> bool:
+    def start(self, path: str) -> threading.Event | None:
+        """None: the caller removes `path` now, and calls done(path) after; otherwise the
+        end of the removal already under way, to wait for."""
         with self._lock:
-            if path in self._paths:
-                return False
-            self._paths.add(path)
-            return True
+            running = self._running.get(path)
+            if running is None:
+                self._running[path] = threading.Event()
+            return running
 
     def done(self, path: str) -> None:
         with self._lock:
-            self._paths.discard(path)
+            self._running.pop(path).set()
 
     def __contains__(self, path: str) -> bool:
         with self._lock:
-            return path in self._paths
+            return path in self._running
 
 
 REMOVALS = _Removals()
@@ -265,13 +268,15 @@ REMOVALS = _Removals()
 async def remove_in_background(path: str) -> None:
     """Unmounts and removes `path` in a worker thread. Cancelling the caller does not wait
     for the disk (a slow unmount or rmtree would hold up its supervisor's restarts): the
-    thread goes on alone, and a removal of the same path asked meanwhile is skipped; what
-    is still there is found again by the next garbage collection round."""
-    if not REMOVALS.start(path):
-        log.info("%s is still being removed by an earlier clean-up", path)
-        return
+    thread goes on alone. A removal of the same path asked meanwhile waits for the one
+    under way; what that one could not remove, the next garbage collection round finds."""
 
     def remove() -> None:
+        # Claimed in the thread: a caller cancelled before its thread started claims nothing.
+        running = REMOVALS.start(path)
+        if running is not None:
+            running.wait()
+            return
         try:
             _remove_dir(path)
         finally:

@@ -135,10 +135,11 @@ async def test_fs_group_owns_an_empty_dir(tmp_path):
 async def test_a_cancelled_tear_down_leaves_the_disk_to_its_thread_and_is_not_started_twice(tmp_path, monkeypatch):
     """A gc or pod worker cancelled (its supervisor restarting it) while a slow unmount or
     rmtree runs returns at once; the removal goes on alone, and a second tear-down of the
-    same pod meanwhile does not start a second removal beside it."""
+    same pod meanwhile waits for it instead of removing beside it."""
     import threading
 
     import trio
+    import trio.testing
 
     from pykubelet.actors.volumes import manager as volume_manager
 
@@ -163,12 +164,37 @@ async def test_a_cancelled_tear_down_leaves_the_disk_to_its_thread_and_is_not_st
         assert scope.cancelled_caught and not release.is_set()
         assert pod_dir in volume_manager.REMOVALS
 
-        await manager.tear_down("u-1")  # while the first still runs
-        assert calls == [pod_dir]
+        second_done = trio.Event()
+
+        async def second() -> None:  # while the first still runs
+            await manager.tear_down("u-1")
+            second_done.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(second)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not second_done.is_set()  # it waits on the first removal, which cannot end yet
+            release.set()
+        assert calls == [pod_dir] and not os.path.exists(pod_dir)
     finally:
         release.set()
-    while pod_dir in volume_manager.REMOVALS:
-        await trio.sleep(0.01)
-    assert not os.path.exists(pod_dir)
-    await manager.tear_down("u-1")  # gone: nothing to do, nothing in flight
+    assert pod_dir not in volume_manager.REMOVALS
+    await manager.tear_down("u-1")  # gone: nothing in flight, a removal of its own
     assert calls == [pod_dir, pod_dir]
+
+
+async def test_a_tear_down_cancelled_before_its_thread_started_claims_nothing(tmp_path, monkeypatch):
+    """Cancelled while waiting for a worker thread (all of trio's are busy): the directory
+    is not left marked as being removed, so the next tear-down removes it."""
+    import trio
+
+    from pykubelet.actors.volumes import manager as volume_manager
+
+    manager = VolumeManager(str(tmp_path))
+    (tmp_path / "pods" / "u-2" / "volumes").mkdir(parents=True)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await manager.tear_down("u-2")
+    assert scope.cancelled_caught and manager.pod_dir("u-2") not in volume_manager.REMOVALS
+    await manager.tear_down("u-2")
+    assert not os.path.exists(manager.pod_dir("u-2"))
