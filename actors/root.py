@@ -20,6 +20,7 @@ the sources, which restart with it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -251,9 +252,12 @@ class Daemon:
             ChildSpec(
                 "gc",
                 gc_actor(
-                    settings.gc, runtime=self.runtime, desired=self.desired.current,
-                    metrics=GcMetrics(self.metrics), pod_logs_dir=self.node.pod_logs_dir, volumes=self.volumes,
-                    containers=self.containers, on_start=self._gc_started,
+                    functools.partial(
+                        GarbageCollector, settings.gc, runtime=self.runtime, desired=self.desired.current,
+                        metrics=GcMetrics(self.metrics), pod_logs_dir=self.node.pod_logs_dir, volumes=self.volumes,
+                        containers=self.containers,
+                    ),
+                    on_start=self._gc_started,
                 ),
             ),
             ChildSpec(

@@ -95,28 +95,15 @@ def statvfs_usage(path: str) -> ImageFsUsage:
     return ImageFsUsage(capacity=fs.f_blocks * fs.f_frsize, available=fs.f_bavail * fs.f_frsize)
 
 
-def gc_actor(
-    settings: GcSettings,
-    *,
-    runtime: RuntimeHandle,
-    desired: DesiredPods,
-    metrics: GcMetrics,
-    pod_logs_dir: str,
-    volumes: VolumeManager | None = None,
-    containers: ContainerManager | None = None,
-    wall_clock: Callable[[], float] = time.time,
-    fs_usage: Callable[[str], ImageFsUsage] = statvfs_usage,
-    on_start: Callable[[GarbageCollector], None] | None = None,
-):
-    """`on_start` is given each incarnation's collector (the eviction manager's node-level
-    reclaim runs its rounds). `wall_clock` dates the CRI's timestamps (Unix time); the periods run on trio's clock.
-    `volumes`, `containers`: whose pod directories and pod cgroups to clean up (None: none)."""
+def gc_actor(new_collector: Callable[[], GarbageCollector], *,
+             on_start: Callable[[GarbageCollector], None] | None = None):
+    """Each incarnation runs the rounds of a collector of its own, made by `new_collector`
+    (a GarbageCollector's arguments bound, e.g. with functools.partial). `on_start` is given
+    each incarnation's collector (the eviction manager's node-level reclaim runs its rounds)."""
 
     async def run(ctx: ActorContext) -> None:
-        collector = GarbageCollector(
-            settings, runtime=runtime, desired=desired, metrics=metrics, pod_logs_dir=pod_logs_dir,
-            volumes=volumes, containers=containers, wall_clock=wall_clock, fs_usage=fs_usage,
-        )
+        collector = new_collector()
+        settings, runtime = collector.settings, collector.runtime
         if on_start is not None:
             on_start(collector)
         async with trio.open_nursery() as nursery:
@@ -147,7 +134,9 @@ async def _every(runtime: RuntimeHandle, period: float, kind: str, collect: Call
 
 class GarbageCollector:
     """Both kinds of round for one incarnation of the actor (the eviction manager's
-    node-level reclaim runs them too)."""
+    node-level reclaim runs them too). `wall_clock` dates the CRI's timestamps (Unix time);
+    the periods run on trio's clock. `volumes`, `containers`: whose pod directories and pod
+    cgroups to clean up (None: none)."""
 
     def __init__(
         self,
@@ -162,6 +151,7 @@ class GarbageCollector:
         wall_clock: Callable[[], float] = time.time,
         fs_usage: Callable[[str], ImageFsUsage] = statvfs_usage,
     ) -> None:
+        self.settings, self.runtime = settings, runtime
         self.containers = ContainerCollector(
             settings, runtime=runtime, desired=desired, metrics=metrics, pod_logs_dir=pod_logs_dir,
             volumes=volumes, containers=containers, wall_clock=wall_clock,

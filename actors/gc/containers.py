@@ -5,17 +5,19 @@ The decisions are pods/gc.py's; the disk is cleaned in worker threads a cancel l
 
 from __future__ import annotations
 
+import functools
 import glob
 import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 import msgspec
 import trio
 from cri_api.v1 import api_pb2
+from prometheus_client import Counter
 
 from pykubelet.actors.container_manager import ContainerManager
 from pykubelet.actors.runtime_link import RuntimeHandle
@@ -81,28 +83,18 @@ class ContainerCollector:
         desired = self.desired()
         now = self.wall_clock()
 
-        gone: set[str] = set()
-        removed_containers = 0
-        for cid in containers_to_remove(
-            containers, desired_pod_uids=desired, now=now, min_age=settings.min_age,
-            max_per_pod_container=settings.max_per_pod_container, max_containers=settings.max_containers,
-        ):
-            outcome = await self._remove_container(cri, cid)
-            if outcome != "kept":
-                gone.add(cid)
-            if outcome == "removed":
-                removed_containers += 1
-                self.metrics.removed_containers.inc()
+        gone, removed_containers = await _remove_each(
+            containers_to_remove(
+                containers, desired_pod_uids=desired, now=now, min_age=settings.min_age,
+                max_per_pod_container=settings.max_per_pod_container, max_containers=settings.max_containers,
+            ),
+            functools.partial(self._remove_container, cri), self.metrics.removed_containers,
+        )
         containers = [c for c in containers if c.id not in gone]
-
-        removed_sandboxes = 0
-        for sid in sandboxes_to_remove(sandboxes, containers, desired_pod_uids=desired):
-            outcome = await self._remove_sandbox(cri, sid)
-            if outcome != "kept":
-                gone.add(sid)
-            if outcome == "removed":
-                removed_sandboxes += 1
-                self.metrics.removed_sandboxes.inc()
+        gone, removed_sandboxes = await _remove_each(
+            sandboxes_to_remove(sandboxes, containers, desired_pod_uids=desired),
+            functools.partial(self._remove_sandbox, cri), self.metrics.removed_sandboxes,
+        )
         sandboxes = [s for s in sandboxes if s.id not in gone]
 
         live = {s.pod_uid for s in sandboxes} | {c.pod_uid for c in containers}
@@ -232,6 +224,23 @@ def _sandbox(s: api_pb2.PodSandbox) -> GcSandbox:
         created_at=s.created_at / 1e9,
         managed=is_managed(labels),
     )
+
+
+async def _remove_each(
+    ids: Iterable[str], remove: Callable[[str], Awaitable[str]], removed_total: Counter
+) -> tuple[set[str], int]:
+    """Each id through `remove` ("removed", "gone": someone else removed it, "kept"): the ids
+    no longer in the runtime, and how many this round removed (counted in `removed_total`)."""
+    gone: set[str] = set()
+    removed = 0
+    for id_ in ids:
+        outcome = await remove(id_)
+        if outcome != "kept":
+            gone.add(id_)
+        if outcome == "removed":
+            removed += 1
+            removed_total.inc()
+    return gone, removed
 
 
 def _pod_log_dir_names(pod_logs_dir: str) -> list[str]:

@@ -3,6 +3,7 @@ and that a failing runtime is logged, not fatal."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import trio
 from cri_api.v1 import api_pb2
 from prometheus_client import CollectorRegistry
 
-from pykubelet.actors.gc import GcMetrics, GcSettings, gc_actor
+from pykubelet.actors.gc import GarbageCollector, GcMetrics, GcSettings, gc_actor
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.pods.gc import ImageFsUsage
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, MANAGED_LABEL, POD_UID_LABEL
@@ -156,11 +157,11 @@ class Harness:
         self.fs = ImageFsUsage(capacity=100, available=100)
         self.handle = RuntimeHandle(self.cri.endpoint)
         self.handle.attach(self.cri, RuntimeVersion("fake", "1", "v1", "0.1.0"))
-        self.spec = ChildSpec("gc", gc_actor(
-            settings, runtime=self.handle, desired=lambda: self.desired, metrics=GcMetrics(self.registry),
-            pod_logs_dir=str(self.logs), wall_clock=lambda: WALL_START + trio.current_time(),
-            fs_usage=self.fs_usage,
-        ))
+        self.spec = ChildSpec("gc", gc_actor(functools.partial(
+            GarbageCollector, settings, runtime=self.handle, desired=lambda: self.desired,
+            metrics=GcMetrics(self.registry), pod_logs_dir=str(self.logs),
+            wall_clock=lambda: WALL_START + trio.current_time(), fs_usage=self.fs_usage,
+        )))
 
     def fs_usage(self, mountpoint: str) -> ImageFsUsage:
         assert mountpoint == "/images"
