@@ -48,7 +48,7 @@ async def dial_tcp(host: str, port: int) -> socket.socket:
     at about half the CPU. Raises DialError; a cancel closes the socket."""
     await trio.lowlevel.checkpoint()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    address = _host_port(host, port)
+    address = host_port(host, port)
     try:
         sock = socket.socket(family, socket.SOCK_STREAM)
     except OSError as error:
@@ -70,7 +70,8 @@ async def dial_tcp(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _host_port(host: str, port: int) -> str:
+def host_port(host: str, port: int) -> str:
+    """host:port, an IPv6 literal in brackets (Go: net.JoinHostPort)."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
@@ -160,7 +161,7 @@ class _Connection:
         except (trio.BrokenResourceError, ssl.SSLError) as error:
             await trio.aclose_forcefully(tls)
             raise HttpGetError(
-                f"TLS handshake with {_host_port(target.host, target.port)}: {error.__cause__ or error}"
+                f"TLS handshake with {host_port(target.host, target.port)}: {error.__cause__ or error}"
             ) from error
         except BaseException:
             await trio.aclose_forcefully(tls)

@@ -24,7 +24,15 @@ from pykubelet.messages.probes import ProbeOutcome
 from pykubelet.pods.probes import InvalidProbe, ResolvedProbe, resolve_port
 from pykubelet.ports import grpc_loop
 from pykubelet.ports.cri import CommandTimedOut, CriClient, CriError
-from pykubelet.ports.http_get import DialError, HttpAnswer, HttpGetError, close_socket, dial_tcp, http_get
+from pykubelet.ports.http_get import (
+    DialError,
+    HttpAnswer,
+    HttpGetError,
+    close_socket,
+    dial_tcp,
+    host_port,
+    http_get,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -53,10 +61,6 @@ def _not_an_ip(what: str, host: str) -> ProbeAnswer:
     if not host:
         return "unknown", f"{what}: no host to probe (the pod has no IP yet)"
     return "unknown", f"{what}: host {host!r} is not an IP address; pykubelet does not resolve host names"
-
-
-def _join(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 # -- exec --------------------------------------------------------------------------------------
@@ -89,7 +93,7 @@ def http_url(scheme: str, host: str, port: int, path: str) -> httpx.URL:
     path = path or "/"
     if not path.startswith("/"):
         path = "/" + path
-    return httpx.URL(f"{(scheme or 'http').lower()}://{_join(host, port)}{path}")
+    return httpx.URL(f"{(scheme or 'http').lower()}://{host_port(host, port)}{path}")
 
 
 def http_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -174,7 +178,7 @@ async def probe_tcp(host: str, port: int, timeout: float) -> ProbeAnswer:
     """Success if a TCP connection opens within the timeout (it is closed at once)."""
     address = ip_literal(host)
     if address is None:
-        return _not_an_ip(f"dial tcp {_join(host, port)}", host)
+        return _not_an_ip(f"dial tcp {host_port(host, port)}", host)
     with trio.move_on_after(timeout):
         try:
             sock = await dial_tcp(address, port)
@@ -182,7 +186,7 @@ async def probe_tcp(host: str, port: int, timeout: float) -> ProbeAnswer:
             return "failure", str(error)
         close_socket(sock)
         return "success", ""
-    return "failure", f"dial tcp {_join(address, port)}: i/o timeout after {timeout:g}s"
+    return "failure", f"dial tcp {host_port(address, port)}: i/o timeout after {timeout:g}s"
 
 
 # -- grpc --------------------------------------------------------------------------------------
@@ -248,14 +252,14 @@ async def probe_grpc(host: str, port: int, service: str, timeout: float) -> Prob
     grpc_health_probe)."""
     address = ip_literal(host)
     if address is None:
-        return _not_an_ip(f"grpc {_join(host, port)}", host)
+        return _not_an_ip(f"grpc {host_port(host, port)}", host)
     return await grpc_loop.run(_grpc_check, address, port, service, timeout)
 
 
 async def _grpc_check(address: str, port: int, service: str, timeout: float) -> ProbeAnswer:
     # Runs on the asyncio side. An ipv4:/ipv6: target bypasses grpc's DNS resolver.
     family = "ipv6" if ":" in address else "ipv4"
-    addr = _join(address, port)
+    addr = host_port(address, port)
     options = [("grpc.primary_user_agent", USER_AGENT), ("grpc.enable_retries", 0)]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
