@@ -1,0 +1,298 @@
+"""CPU of one PLEG relist, and of one /pods and one /debug/actors answer, at N pods, in-process
+(no containerd): how each grows with the pods a node runs.
+
+    python bench/relist.py [--pods 110,250,500] [--relists 300] [--answers 100] [--rounds 3]
+
+The relist is the PLEG's own loop (actors/pleg.py, _Pleg.relist_forever: the CRI port's
+conversion, the RuntimeIndex, the diff, the gauges, RuntimePods) on trio's mock clock, fed
+by a runtime whose ListPodSandbox and ListContainers answers are real CRI protobuf messages
+of N pods (one sandbox and one container each, with the labels and annotations pykubelet
+writes and containerd adds), parsed from their wire bytes at every call as grpc does. Two
+cases: "unchanged" (the same answers at every relist, a steady node) and "changing" (at
+every relist --changes pods each see their container exit and a new one start, as a crash
+loop does). The "parse" line is the protobuf parse alone (grpc's share, on its loop thread).
+
+The answers are the admin socket's routes (actors/server/routes.py) over a real PodStatuses
+board of N pods (decoded from manifests, statuses from compute_pod_status) and a real
+supervision tree with one pod worker per pod.
+
+Figures: process CPU time (time.process_time) per relist or answer, median of --rounds,
+and the ratio of the largest N to the smallest (linear in the pods: 500/110 = 4.5x).
+To measure another checkout: PYTHONPATH=DIR python bench/relist.py, where
+DIR/pykubelet/{actors,ports,...} link to that checkout's folders (see docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import trio  # noqa: E402
+import trio.testing  # noqa: E402
+from cri_api.v1 import api_pb2  # noqa: E402
+from prometheus_client import CollectorRegistry  # noqa: E402
+
+from pykubelet.actors import pleg as pleg_module  # noqa: E402
+from pykubelet.actors.health import HealthBoard  # noqa: E402
+from pykubelet.actors.pod_statuses import PodStatuses  # noqa: E402
+from pykubelet.actors.runtime_link import RuntimeHandle  # noqa: E402
+from pykubelet.actors.runtime_pods import RuntimePods  # noqa: E402
+from pykubelet.actors.server.http import Request  # noqa: E402
+from pykubelet.actors.server.routes import AdminRoutes  # noqa: E402
+from pykubelet.messages.pod import Pod  # noqa: E402
+from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus, SandboxRuntimeStatus  # noqa: E402
+from pykubelet.pods import labels  # noqa: E402
+from pykubelet.pods.manifest import decode_manifests  # noqa: E402
+from pykubelet.pods.status import compute_pod_status, rfc3339  # noqa: E402
+from pykubelet.ports.cri import RuntimeVersion  # noqa: E402
+from pykubelet.supervisor import ChildSpec, MailboxSpec, Supervisor  # noqa: E402
+from tests.support.pods import TRAPPING_LOOP, container, pod_manifest  # noqa: E402
+
+NODE = "bench-node"
+STARTED = 1_800_000_000.0  # the pods' start, Unix seconds
+WARMUP = 3  # relists before the measured ones (the first reports every container)
+
+
+# -- N pods: the specs, and the runtime's answers about them ----------------------------
+
+
+def make_pods(n: int) -> list[Pod]:
+    pods = []
+    for i in range(n):
+        manifest = json.dumps(pod_manifest(f"loop-{i:04d}", [container("loop", TRAPPING_LOOP)])).encode()
+        pods.extend(decode_manifests(manifest, origin=f"/etc/kubernetes/manifests/loop-{i:04d}.json",
+                                     source="file", node_name=NODE))
+    return pods
+
+
+def _id(*parts: object) -> str:
+    return hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()
+
+
+def sandbox(pod: Pod) -> api_pb2.PodSandbox:
+    meta = pod.metadata
+    return api_pb2.PodSandbox(
+        id=_id("sandbox", meta.uid),
+        metadata=api_pb2.PodSandboxMetadata(name=meta.name, uid=meta.uid, namespace=meta.namespace, attempt=0),
+        state=api_pb2.SANDBOX_READY, created_at=int(STARTED * 1e9),
+        labels={**labels.sandbox_labels(pod), "io.cri-containerd.kind": "sandbox"},
+        annotations=labels.sandbox_annotations(pod), runtime_handler="",
+    )
+
+
+def container_of(pod: Pod, attempt: int, state: int) -> api_pb2.Container:
+    spec = pod.spec.containers[0]
+    return api_pb2.Container(
+        id=_id("container", pod.metadata.uid, attempt), pod_sandbox_id=_id("sandbox", pod.metadata.uid),
+        metadata=api_pb2.ContainerMetadata(name=spec.name, attempt=attempt),
+        image=api_pb2.ImageSpec(image=spec.image), image_ref="sha256:" + _id("image"),
+        state=state, created_at=int((STARTED + attempt) * 1e9),
+        labels={**labels.container_labels(pod, spec), "io.cri-containerd.kind": "container"},
+        annotations=labels.container_annotations(pod, spec, attempt),
+    )
+
+
+def answers(pods: list[Pod], *, rounds: int, changes: int) -> list[tuple[bytes, bytes]]:
+    """The wire bytes of (ListPodSandbox, ListContainers) for `rounds` relists in a row. With
+    changes, at each relist `changes` more pods see their running container exit and a new
+    attempt start (the exited one stays, as the runtime keeps it until it is removed)."""
+    sandboxes = api_pb2.ListPodSandboxResponse(items=[sandbox(p) for p in pods]).SerializeToString()
+    attempts = [0] * len(pods)
+    made: dict[tuple[int, int, int], api_pb2.Container] = {}
+
+    def made_once(i: int, attempt: int, state: int) -> api_pb2.Container:
+        key = (i, attempt, state)
+        if key not in made:
+            made[key] = container_of(pods[i], attempt, state)
+        return made[key]
+
+    out, turn = [], 0
+    for _ in range(rounds):
+        for _ in range(changes):
+            attempts[turn % len(pods)] += 1
+            turn += 1
+        containers = []
+        for i, attempt in enumerate(attempts):
+            if attempt:
+                containers.append(made_once(i, attempt - 1, api_pb2.CONTAINER_EXITED))
+            containers.append(made_once(i, attempt, api_pb2.CONTAINER_RUNNING))
+        out.append((sandboxes, api_pb2.ListContainersResponse(containers=containers).SerializeToString()))
+    return out
+
+
+class ListingRuntime:
+    """The two list calls of the CRI port, answered from wire bytes (parsed at each call as
+    grpc parses them); after `stop_after` relists it ends the run."""
+
+    def __init__(self, wire: list[tuple[bytes, bytes]], stop_after: int, done: trio.CancelScope) -> None:
+        self.wire, self.stop_after, self.done = wire, stop_after, done
+        self.relists = 0
+        self.clock: list[float] = []  # process CPU time at the start of each relist
+
+    async def list_pod_sandbox(self, filter=None):
+        self.clock.append(time.process_time())
+        if self.relists == self.stop_after:
+            self.done.cancel()
+        await trio.lowlevel.checkpoint()
+        sandboxes, _ = self.wire[self.relists % len(self.wire)]
+        return list(api_pb2.ListPodSandboxResponse.FromString(sandboxes).items)
+
+    async def list_containers(self, filter=None):
+        await trio.lowlevel.checkpoint()
+        _, containers = self.wire[self.relists % len(self.wire)]
+        self.relists += 1
+        return list(api_pb2.ListContainersResponse.FromString(containers).containers)
+
+
+class CountingSyncLoop:
+    def __init__(self) -> None:
+        self.events = 0
+
+    async def send(self, event) -> None:
+        self.events += 1
+
+
+def relist_cpu(wire: list[tuple[bytes, bytes]], relists: int, warmup: int = WARMUP) -> tuple[float, int]:
+    """CPU seconds per relist of the PLEG's own loop over `relists` relists (after `warmup`
+    relists: the first one reports every container), and the events it sent."""
+    sync_loop = CountingSyncLoop()
+    runtime: ListingRuntime | None = None
+
+    async def main() -> None:
+        nonlocal runtime
+        with trio.CancelScope() as done:
+            runtime = ListingRuntime(wire, warmup + relists, done)
+            handle = RuntimeHandle("unix:///bench.sock")
+            handle.attach(runtime, RuntimeVersion("bench", "1", "v1", "0.1.0"))
+            settings = pleg_module.PlegSettings(container_events=False)
+            pleg = pleg_module._Pleg(settings, handle, HealthBoard(), pleg_module.PlegMetrics(CollectorRegistry()),
+                                     RuntimePods(), sync_loop)
+            await pleg.relist_forever()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert runtime is not None and runtime.relists == warmup + relists
+    return (runtime.clock[-1] - runtime.clock[warmup]) / relists, sync_loop.events
+
+
+def parse_cpu(wire: list[tuple[bytes, bytes]], relists: int) -> float:
+    started = time.process_time()
+    for i in range(relists):
+        sandboxes, containers = wire[i % len(wire)]
+        list(api_pb2.ListPodSandboxResponse.FromString(sandboxes).items)
+        list(api_pb2.ListContainersResponse.FromString(containers).containers)
+    return (time.process_time() - started) / relists
+
+
+# -- /pods and /debug/actors ------------------------------------------------------------
+
+
+def board(pods: list[Pod]) -> PodStatuses:
+    statuses = PodStatuses()
+    for pod in pods:
+        spec = pod.spec.containers[0]
+        runtime = PodRuntimeStatus(
+            uid=pod.metadata.uid, name=pod.metadata.name, namespace=pod.metadata.namespace,
+            sandboxes=[SandboxRuntimeStatus(id=_id("sandbox", pod.metadata.uid), state="ready",
+                                            created_at=STARTED, ip="127.0.0.1")],
+            containers=[ContainerRuntimeStatus(
+                id=_id("container", pod.metadata.uid, 0), name=spec.name, state="running", created_at=STARTED,
+                started_at=STARTED + 0.1, image=spec.image, image_ref="sha256:" + _id("image"),
+                hash=labels.container_hash(spec),
+            )],
+        )
+        status = compute_pod_status(pod, runtime, waiting={}, runtime_name="containerd", now=rfc3339(STARTED + 1),
+                                    host_ip="127.0.0.1")
+        statuses.set(pod, status)
+    return statuses
+
+
+def answer_cpu(pods: list[Pod], answers_per_route: int) -> dict[str, tuple[float, int]]:
+    """CPU seconds per answer and the answer's size, for /pods and /debug/actors."""
+    statuses = board(pods)
+    figures: dict[str, tuple[float, int]] = {}
+
+    async def idle_worker(ctx) -> None:
+        await trio.sleep_forever()
+
+    async def main() -> None:
+        workers = Supervisor.child_spec("pod-workers", [])
+        tree = Supervisor("root", [workers])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(tree.run)
+            owner, name = tree.locate("root/pod-workers")
+            pod_workers = owner.find_supervisor("root/pod-workers")
+            for pod in pods:
+                await pod_workers.start_child(ChildSpec(
+                    pod.metadata.uid, idle_worker, restart="transient", mailbox=MailboxSpec(capacity=16, durable=True),
+                ))
+            routes = AdminRoutes(tree=lambda: tree, health=HealthBoard(), metrics=CollectorRegistry(),
+                                 fault_injection=False, own_path="root/server", pods=statuses.pod_list)
+            for path in ("/pods", "/debug/actors"):
+                request = Request(method="GET", path=path, query={}, headers={})
+                response = await routes(request)  # warm-up
+                started = time.process_time()
+                for _ in range(answers_per_route):
+                    response = await routes(request)
+                figures[path] = ((time.process_time() - started) / answers_per_route, len(response.body))
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    return figures
+
+
+# -- the report -------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pods", default="110,250,500", help="comma-separated pod counts")
+    parser.add_argument("--relists", type=int, default=300, help="relists measured per case and round")
+    parser.add_argument("--answers", type=int, default=100, help="answers measured per route and round")
+    parser.add_argument("--changes", type=int, default=2, help="pods changing at each relist (changing case)")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    counts = [int(n) for n in args.pods.split(",")]
+    print(f"pykubelet from {Path(pleg_module.__file__).resolve().parent.parent}; "
+          f"{args.rounds} rounds, median; CPU ms per relist / answer")
+
+    rows: dict[str, dict[int, float]] = {}
+    for n in counts:
+        pods = make_pods(n)
+        steady = answers(pods, rounds=1, changes=0)
+        # One listing per relist, so that the changes never wrap around within a run.
+        changing = answers(pods, rounds=WARMUP + args.relists + 1, changes=args.changes)
+        samples: dict[str, list[float]] = {}
+        events, sizes = 0, {}
+        for _ in range(args.rounds):
+            samples.setdefault("protobuf parse, both lists", []).append(parse_cpu(steady, args.relists))
+            samples.setdefault("relist, unchanged", []).append(relist_cpu(steady, args.relists)[0])
+            per_relist, events = relist_cpu(changing, args.relists)
+            samples.setdefault(f"relist, {args.changes} pods changing", []).append(per_relist)
+            for path, (cpu, size) in answer_cpu(pods, args.answers).items():
+                samples.setdefault(f"GET {path}", []).append(cpu)
+                sizes[path] = size
+        for name, values in samples.items():
+            rows.setdefault(name, {})[n] = statistics.median(values)
+        answered = ", ".join(f"{path} {size / 1024:.0f} kB" for path, size in sizes.items())
+        print(f"  {n} pods: {events} events in the changing case; {answered}", flush=True)
+
+    low, high = min(counts), max(counts)
+    width = max(len(name) for name in rows)
+    print(f"\n{'':{width}}  " + "  ".join(f"{n:>7} pods" for n in counts) + f"  {high}/{low}")
+    for name, by_n in rows.items():
+        cells = "  ".join(f"{by_n[n] * 1000:9.3f} ms" for n in counts)
+        print(f"{name:{width}}  {cells}  {by_n[high] / by_n[low]:5.2f}x")
+    print(f"(linear in the pods: {high}/{low} = {high / low:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
