@@ -15,20 +15,18 @@ import logging
 import time
 from dataclasses import dataclass
 
-import msgspec
 import trio
 from cri_api.v1 import api_pb2
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from pykubelet.actors.health import HealthBoard
+from pykubelet.actors.pleg_diff import event_to_pleg_events, relist_events
 from pykubelet.actors.runtime_link import RuntimeHandle
-from pykubelet.actors.runtime_pods import RuntimeIndex, RuntimeItem, RuntimePods
+from pykubelet.actors.runtime_pods import RuntimeIndex, RuntimePods
 from pykubelet.messages.pod_updates import PlegEvent
-from pykubelet.messages.runtime import Relist, RelistedContainer, RelistedSandbox
 from pykubelet.pods.backoff import ExponentialBackoff
-from pykubelet.pods.labels import CONTAINER_NAME_LABEL, POD_UID_LABEL, is_managed
 from pykubelet.ports.cri import CriError, EventsUnsupported
-from pykubelet.ports.cri.pods import relist
+from pykubelet.ports.cri.pods import list_managed
 from pykubelet.supervisor import ActorContext
 
 log = logging.getLogger("pykubelet.pleg")
@@ -81,113 +79,6 @@ class PlegMetrics:
             "kubelet_running_containers", "Number of containers currently running", ["container_state"],
             registry=registry,
         )
-
-
-# --- deciding: pure functions ----------------------------------------------------------
-
-
-def diff(previous: Relist | None, current: Relist) -> list[PlegEvent]:
-    """The events between two relists (Go's generic PLEG, per container and sandbox)."""
-    before = {c.id: c for c in previous.containers} if previous else {}
-    after = {c.id: c for c in current.containers}
-    events: list[PlegEvent] = []
-    for cid, container in after.items():
-        old = before.get(cid)
-        if old is not None and old.state == container.state:
-            continue
-        kind = {
-            "running": "ContainerStarted",
-            "exited": "ContainerDied",
-            "created": "ContainerChanged",
-            "unknown": "ContainerChanged",
-        }[container.state]
-        events.append(PlegEvent(pod_uid=container.pod_uid, type=kind, container_id=cid))
-    for cid, container in before.items():
-        if cid not in after:
-            if container.state == "running":
-                events.append(PlegEvent(pod_uid=container.pod_uid, type="ContainerDied", container_id=cid))
-            events.append(PlegEvent(pod_uid=container.pod_uid, type="ContainerRemoved", container_id=cid))
-    sandboxes_before = {s.id: s for s in previous.sandboxes} if previous else {}
-    sandboxes_after = {s.id: s for s in current.sandboxes}
-    for sid, old_sandbox in sandboxes_before.items():
-        new_sandbox = sandboxes_after.get(sid)
-        if new_sandbox is None or new_sandbox.ready != old_sandbox.ready:
-            events.append(PlegEvent(pod_uid=old_sandbox.pod_uid, type="SandboxChanged", container_id=sid))
-    return events
-
-
-_EVENT_STATES = {
-    api_pb2.CONTAINER_CREATED_EVENT: "created",
-    api_pb2.CONTAINER_STARTED_EVENT: "running",
-    api_pb2.CONTAINER_STOPPED_EVENT: "exited",
-}
-
-
-Change = tuple[RuntimeItem | None, RuntimeItem | None]  # one sandbox or container: (before, after)
-
-
-def event_change(index: RuntimeIndex, event: api_pb2.ContainerEventResponse) -> Change | None:
-    """What one runtime event changes in the view (None: it is about nothing managed).
-
-    The event's type is the transition (CREATED -> created, STARTED -> running, STOPPED ->
-    exited, DELETED -> gone); its statuses say only whether the container is ours and whose
-    it is, as they were read after the transition. A sandbox's own events carry its id as
-    the container id. A DELETED container or sandbox is in no status any more: it counts
-    when the view knows it, which holds managed ones only.
-    """
-    cid, kind = event.container_id, event.container_event_type
-    sandbox = event.pod_sandbox_status if event.HasField("pod_sandbox_status") else None
-    if cid in index.sandboxes or (sandbox is not None and sandbox.id == cid):
-        before = index.sandboxes.get(cid)
-        known = before
-        if known is None:
-            if sandbox is None or not is_managed(dict(sandbox.labels)):
-                return None
-            known = RelistedSandbox(
-                id=cid, pod_uid=sandbox.labels.get(POD_UID_LABEL, ""), name=sandbox.metadata.name,
-                namespace=sandbox.metadata.namespace, ready=False,
-            )
-        if kind == api_pb2.CONTAINER_DELETED_EVENT:
-            return before, None
-        ready = kind != api_pb2.CONTAINER_STOPPED_EVENT and (
-            sandbox is None or sandbox.id != cid or sandbox.state == api_pb2.SANDBOX_READY
-        )
-        return before, msgspec.structs.replace(known, ready=ready)
-    before = index.containers.get(cid)
-    known = before
-    if known is None:
-        status = next((s for s in event.containers_statuses if s.id == cid), None)
-        if status is None or not is_managed(dict(status.labels)):
-            return None
-        known = RelistedContainer(
-            id=cid, pod_uid=status.labels.get(POD_UID_LABEL, ""),
-            name=status.labels.get(CONTAINER_NAME_LABEL, status.metadata.name), state="unknown",
-        )
-    if kind == api_pb2.CONTAINER_DELETED_EVENT:
-        return before, None
-    return before, msgspec.structs.replace(known, state=_EVENT_STATES.get(kind, "unknown"))
-
-
-def event_to_pleg_events(index: RuntimeIndex, event: api_pb2.ContainerEventResponse) -> tuple[bool, list[PlegEvent]]:
-    """Applies one runtime event to the view: (whether it changed, the PlegEvents), exactly
-    what a relist would report for the same change, so events and relists never disagree
-    on a transition. It diffs the one sandbox or container changed, not the whole view."""
-    change = event_change(index, event)
-    if change is None:
-        return False, []
-    before, after = change
-    events = diff(_relist_of(before), _relist_of(after))
-    if after is not None:
-        index.put(after)
-    elif before is not None:
-        index.drop(before.id)
-    return True, events
-
-
-def _relist_of(item: RuntimeItem | None) -> Relist:
-    if isinstance(item, RelistedSandbox):
-        return Relist(sandboxes=[item], containers=[])
-    return Relist(sandboxes=[], containers=[item] if item is not None else [])
 
 
 # --- the actor -------------------------------------------------------------------------
@@ -252,22 +143,25 @@ class _Pleg:
             clock = time.perf_counter()
             self._during_relist = []
             try:
-                current = await relist(self.runtime.client)
+                listing = await list_managed(self.runtime.client)
             except CriError as exc:
                 if str(exc) != problem:
                     log.warning("relist failed: %s", exc)
                     problem = str(exc)
             else:
-                self.metrics.relist_duration.observe(time.perf_counter() - clock)
                 problem = None
                 self.last_success = trio.current_time()
-                self.health.report(CHECK, True, f"relisted {len(current.sandboxes)} sandboxes")
-                index = RuntimeIndex(current)
-                for event in self._during_relist:
-                    event_to_pleg_events(index, event)
+                self.health.report(CHECK, True, f"relisted {len(listing.sandboxes)} sandboxes")
+                # The view changes in place, with no await until it is whole: the other task
+                # and every reader see it before or after, never half-way.
+                index = self.index if self.index is not None else RuntimeIndex()
+                events = relist_events(index, listing, self._during_relist)
                 self._during_relist = None
-                previous = self.index.relist() if self.index is not None else None
-                await self._publish(index, diff(previous, index.relist()), relist_began=started)
+                self._show(index, relist_began=started)
+                # As Go's: the whole relist, its list calls, diff and cache update, up to
+                # handing the events on (which Go does without waiting).
+                self.metrics.relist_duration.observe(time.perf_counter() - clock)
+                await self._send(events)
             finally:
                 self._during_relist = None
             await self._sleep_until_next_relist(started)
@@ -329,16 +223,19 @@ class _Pleg:
         index = self.index if self.index is not None else RuntimeIndex()
         changed, events = event_to_pleg_events(index, event)
         if changed:
-            await self._publish(index, events)
+            self._show(index)
+            await self._send(events)
 
-    async def _publish(self, index: RuntimeIndex, events: list[PlegEvent], *, relist_began: float | None = None) -> None:
-        # The view changes before the first await, so the other task diffs against it.
+    def _show(self, index: RuntimeIndex, *, relist_began: float | None = None) -> None:
+        # Before the events go out, so the other task diffs against this view.
         self.index = index
         if relist_began is not None:
             self.cache.relisted(index, relist_began)
         else:
             self.cache.index = index
         _set_gauges(self.metrics, index)
+
+    async def _send(self, events: list[PlegEvent]) -> None:
         for event in events:
             await self.sync_loop.send(event)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
+from typing import NamedTuple
 
 import trio
 from cri_api.v1 import api_pb2
@@ -36,7 +37,7 @@ from pykubelet.pods.labels import (
 from .client import CriClient
 from .errors import CriNotFound
 
-_CONTAINER_STATES = {
+CONTAINER_STATES = {
     api_pb2.CONTAINER_CREATED: "created",
     api_pb2.CONTAINER_RUNNING: "running",
     api_pb2.CONTAINER_EXITED: "exited",
@@ -49,30 +50,45 @@ def _seconds(nanoseconds: int) -> float | None:
     return nanoseconds / 1e9 if nanoseconds else None
 
 
-async def relist(cri: CriClient) -> Relist:
-    """Every managed sandbox and container, from two list calls."""
+class Listing(NamedTuple):
+    """Every managed sandbox and container, as the runtime's two list calls return them."""
+
+    sandboxes: Sequence[api_pb2.PodSandbox]
+    containers: Sequence[api_pb2.Container]
+
+
+async def list_managed(cri: CriClient) -> Listing:
+    """Every managed sandbox and container, from two list calls (the PLEG's relist)."""
     sandboxes = await cri.list_pod_sandbox(api_pb2.PodSandboxFilter(label_selector=_MANAGED))
     containers = await cri.list_containers(api_pb2.ContainerFilter(label_selector=_MANAGED))
+    return Listing(sandboxes, containers)
+
+
+def relisted_sandbox(s: api_pb2.PodSandbox) -> RelistedSandbox:
+    return RelistedSandbox(
+        id=s.id,
+        pod_uid=s.labels.get(POD_UID_LABEL, ""),
+        name=s.metadata.name,
+        namespace=s.metadata.namespace,
+        ready=s.state == api_pb2.SANDBOX_READY,
+    )
+
+
+def relisted_container(c: api_pb2.Container) -> RelistedContainer:
+    return RelistedContainer(
+        id=c.id,
+        pod_uid=c.labels.get(POD_UID_LABEL, ""),
+        name=c.labels.get(CONTAINER_NAME_LABEL, c.metadata.name),
+        state=CONTAINER_STATES.get(c.state, "unknown"),
+    )
+
+
+async def relist(cri: CriClient) -> Relist:
+    """Every managed sandbox and container, from two list calls, converted."""
+    listing = await list_managed(cri)
     return Relist(
-        sandboxes=[
-            RelistedSandbox(
-                id=s.id,
-                pod_uid=s.labels.get(POD_UID_LABEL, ""),
-                name=s.metadata.name,
-                namespace=s.metadata.namespace,
-                ready=s.state == api_pb2.SANDBOX_READY,
-            )
-            for s in sandboxes
-        ],
-        containers=[
-            RelistedContainer(
-                id=c.id,
-                pod_uid=c.labels.get(POD_UID_LABEL, ""),
-                name=c.labels.get(CONTAINER_NAME_LABEL, c.metadata.name),
-                state=_CONTAINER_STATES.get(c.state, "unknown"),
-            )
-            for c in containers
-        ],
+        sandboxes=[relisted_sandbox(s) for s in listing.sandboxes],
+        containers=[relisted_container(c) for c in listing.containers],
     )
 
 
@@ -184,7 +200,7 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 
 
 def container_runtime_status(status: api_pb2.ContainerStatus) -> ContainerRuntimeStatus:
-    state = _CONTAINER_STATES.get(status.state, "unknown")
+    state = CONTAINER_STATES.get(status.state, "unknown")
     annotations = status.annotations
     return ContainerRuntimeStatus(
         id=status.id,

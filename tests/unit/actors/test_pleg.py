@@ -11,7 +11,8 @@ from cri_api.v1 import api_pb2
 from prometheus_client import CollectorRegistry
 
 from pykubelet.actors.health import HealthBoard
-from pykubelet.actors.pleg import PlegMetrics, PlegSettings, diff, event_to_pleg_events, pleg_actor
+from pykubelet.actors.pleg import PlegMetrics, PlegSettings, pleg_actor
+from pykubelet.actors.pleg_diff import diff, event_to_pleg_events
 from pykubelet.actors.runtime_pods import RuntimeIndex, RuntimePods
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod_updates import PlegEvent
