@@ -51,6 +51,11 @@ class Mailbox:
         self.spec = spec
         self._send, self._receive = trio.open_memory_channel[Any](spec.capacity)
         self.received = 0
+        # Sends begun and not failed, and messages taken out (received or discarded): when
+        # they are equal nothing can be queued, and depth needs no look at the channel
+        # (asked for every actor at each tree snapshot and /metrics scrape).
+        self._offered = 0
+        self._taken = 0
 
     @property
     def capacity(self) -> int:
@@ -58,6 +63,8 @@ class Mailbox:
 
     @property
     def depth(self) -> int:
+        if self._offered == self._taken:
+            return 0
         return self._send.statistics().current_buffer_used
 
     def _check(self, message: object) -> None:
@@ -74,12 +81,18 @@ class Mailbox:
         With a timeout, give up after that many seconds with MailboxTimeout.
         """
         self._check(message)
-        if timeout is None:
-            await self._send.send(message)
-            return
-        with trio.move_on_after(timeout):
-            await self._send.send(message)
-            return
+        self._offered += 1
+        try:
+            if timeout is None:
+                await self._send.send(message)
+                return
+            with trio.move_on_after(timeout):
+                await self._send.send(message)
+                return
+        except BaseException:
+            self._offered -= 1  # trio queues nothing from a send that raised
+            raise
+        self._offered -= 1
         raise MailboxTimeout(
             f"mailbox {self.address} stayed full ({self.capacity} messages) for {timeout:g}s"
         )
@@ -92,15 +105,18 @@ class Mailbox:
             raise MailboxFull(
                 f"mailbox {self.address} is full ({self.capacity} messages)"
             ) from None
+        self._offered += 1
 
     async def receive(self) -> Any:
         message = await self._receive.receive()
         self.received += 1
+        self._taken += 1
         return message
 
     def receive_nowait(self) -> Any:
         message = self._receive.receive_nowait()
         self.received += 1
+        self._taken += 1
         return message
 
     def __aiter__(self):
@@ -118,6 +134,7 @@ class Mailbox:
             except trio.WouldBlock:
                 return dropped
             dropped += 1
+            self._taken += 1
 
 
 class Registry:

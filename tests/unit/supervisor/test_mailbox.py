@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import random
+
 import pytest
 import trio
 
@@ -58,3 +61,39 @@ def test_registry_keeps_one_mailbox_per_address_and_names_unknown_ones():
     assert registry.lookup("root/a") is first
     with pytest.raises(UnknownAddress, match=r"no mailbox at 'root/b' \(known addresses: root/a\)"):
         registry.lookup("root/b")
+
+
+async def test_depth_is_what_the_channel_holds_through_cancelled_timed_out_and_refused_sends(autojump_clock):
+    # depth skips the channel's statistics while every message offered has been taken out;
+    # a random walk of every way in and out checks it against them.
+    rng = random.Random(7)
+    mailbox = Registry().open("root/a", MailboxSpec(capacity=3))
+
+    def holds() -> int:
+        return mailbox._send.statistics().current_buffer_used
+
+    async with trio.open_nursery() as nursery:
+        for step in range(600):
+            action = rng.random()
+            if action < 0.25:
+                nursery.start_soon(mailbox.send, step)  # may wait while full
+            elif action < 0.35:
+                with trio.move_on_after(rng.choice([0, 1])):  # cancelled, queued or not
+                    await mailbox.send(step)
+            elif action < 0.45:
+                with contextlib.suppress(MailboxTimeout):
+                    await mailbox.send(step, timeout=rng.choice([0, 1]))
+            elif action < 0.6:
+                with contextlib.suppress(MailboxFull):
+                    mailbox.send_nowait(step)
+            elif action < 0.85:
+                with contextlib.suppress(trio.WouldBlock):
+                    mailbox.receive_nowait()
+            elif action < 0.95:
+                with trio.move_on_after(1):
+                    await mailbox.receive()
+            else:
+                mailbox.discard_pending()
+            await trio.sleep(rng.choice([0, 0, 2]))  # let waiting senders in
+            assert mailbox.depth == holds(), step
+        nursery.cancel_scope.cancel()

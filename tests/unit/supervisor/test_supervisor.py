@@ -10,6 +10,7 @@ import trio
 from pykubelet.messages.supervision import ActorSnapshot
 from pykubelet.supervisor import (
     NO_BACKOFF,
+    ActorRecord,
     ChildSpec,
     MailboxSpec,
     RestartBackoff,
@@ -422,6 +423,15 @@ async def test_snapshot_encodes_to_the_operator_contract_json(autojump_clock, jo
         assert a["started_at"].endswith("Z") and a["state"] == "running"
         assert msgspec.json.decode(msgspec.json.encode(tree.snapshot()), type=ActorSnapshot)
         nursery.cancel_scope.cancel()
+
+
+def test_snapshot_shows_each_start_time_of_an_actor_as_rfc3339():
+    record = ActorRecord(name="a", path="root/a", kind="worker")
+    assert record.snapshot(children=[]).started_at is None
+    record.started_at = 1_800_000_000.25
+    assert record.snapshot(children=[]).started_at == "2027-01-15T08:00:00.250Z"
+    record.started_at = 1_800_000_060.5  # restarted: the new time, not the one formatted before
+    assert record.snapshot(children=[]).started_at == "2027-01-15T08:01:00.500Z"
 
 
 def test_back_off_delay_is_capped_and_never_overflows():
