@@ -130,8 +130,8 @@ def answers(pods: list[Pod], *, rounds: int, changes: int) -> list[tuple[bytes, 
 
 
 class ListingRuntime:
-    """The two list calls of the CRI port, answered from wire bytes (parsed at each call as
-    grpc parses them); after `stop_after` relists it ends the run."""
+    """The list calls of the CRI port, answered from wire bytes (parsed at each call as grpc
+    parses them); after `stop_after` relists it ends the run."""
 
     def __init__(self, wire: list[tuple[bytes, bytes]], stop_after: int, done: trio.CancelScope) -> None:
         self.wire, self.stop_after, self.done = wire, stop_after, done
@@ -151,6 +151,10 @@ class ListingRuntime:
         _, containers = self.wire[self.relists % len(self.wire)]
         self.relists += 1
         return list(api_pb2.ListContainersResponse.FromString(containers).containers)
+
+    async def list_pod_sandbox_and_containers(self, sandbox_filter, container_filter):
+        # CriClient's two list calls in one trip (the PLEG's relist since it has it).
+        return await self.list_pod_sandbox(sandbox_filter), await self.list_containers(container_filter)
 
 
 class CountingSyncLoop:

@@ -58,10 +58,11 @@ class Listing(NamedTuple):
 
 
 async def list_managed(cri: CriClient) -> Listing:
-    """Every managed sandbox and container, from two list calls (the PLEG's relist)."""
-    sandboxes = await cri.list_pod_sandbox(api_pb2.PodSandboxFilter(label_selector=_MANAGED))
-    containers = await cri.list_containers(api_pb2.ContainerFilter(label_selector=_MANAGED))
-    return Listing(sandboxes, containers)
+    """Every managed sandbox and container, from two list calls made at once (the PLEG's
+    relist; Go's makes them one after the other: neither is a snapshot of the other)."""
+    return Listing(*await cri.list_pod_sandbox_and_containers(
+        api_pb2.PodSandboxFilter(label_selector=_MANAGED), api_pb2.ContainerFilter(label_selector=_MANAGED),
+    ))
 
 
 def relisted_sandbox(s: api_pb2.PodSandbox) -> RelistedSandbox:

@@ -493,6 +493,13 @@ class SimCriClient:
 
         return await self._call("list_containers", act)
 
+    async def list_pod_sandbox_and_containers(
+        self, sandbox_filter: api_pb2.PodSandboxFilter, container_filter: api_pb2.ContainerFilter
+    ) -> tuple[list[api_pb2.PodSandbox], list[api_pb2.Container]]:
+        # One call after the other: the same virtual latencies and faults as the two calls
+        # alone (CriClient makes them at once; nothing of the kubelet may rely on either order).
+        return await self.list_pod_sandbox(sandbox_filter), await self.list_containers(container_filter)
+
     async def container_status(self, container_id: str, verbose: bool = False) -> api_pb2.ContainerStatusResponse:
         rt = self._rt
 

@@ -202,6 +202,9 @@ class FakeRuntime:
             api_pb2.Container(id=cid, state=state, labels=MANAGED) for cid, state in self.containers.items()
         ]
 
+    async def list_pod_sandbox_and_containers(self, sandbox_filter, container_filter):
+        return await self.list_pod_sandbox(sandbox_filter), await self.list_containers(container_filter)
+
     async def container_events(self):
         self.subscriptions.append(trio.current_time())
         if not self.events_supported:
