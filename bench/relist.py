@@ -25,10 +25,16 @@ DIR/pykubelet/{actors,ports,...} link to that checkout's folders (see docs/perfo
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
 import json
+import pickle
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,7 +59,7 @@ from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus,
 from pykubelet.pods import labels  # noqa: E402
 from pykubelet.pods.manifest import decode_manifests  # noqa: E402
 from pykubelet.pods.status import compute_pod_status, rfc3339  # noqa: E402
-from pykubelet.ports.cri import RuntimeVersion  # noqa: E402
+from pykubelet.ports.cri import CriClient, RuntimeVersion  # noqa: E402
 from pykubelet.supervisor import ChildSpec, MailboxSpec, Supervisor  # noqa: E402
 from tests.support.pods import TRAPPING_LOOP, container, pod_manifest  # noqa: E402
 
@@ -187,6 +193,103 @@ def relist_cpu(wire: list[tuple[bytes, bytes]], relists: int, warmup: int = WARM
     return (runtime.clock[-1] - runtime.clock[warmup]) / relists, sync_loop.events
 
 
+# -- the same relist through the real CRI port (--port) ---------------------------------
+
+
+class CountedPort:
+    """The real CriClient, noting the process CPU and wall time at each relist's start;
+    after `stop_after` relists it ends the run."""
+
+    def __init__(self, cri: CriClient, stop_after: int, done: trio.CancelScope) -> None:
+        self.cri, self.stop_after, self.done = cri, stop_after, done
+        self.relists = 0
+        self.clock: list[tuple[float, float]] = []
+
+    def _begin(self) -> None:
+        self.clock.append((time.process_time(), time.perf_counter()))
+        if self.relists == self.stop_after:
+            self.done.cancel()
+        self.relists += 1
+
+    async def list_pod_sandbox(self, filter=None):
+        self._begin()
+        return await self.cri.list_pod_sandbox(filter)
+
+    async def list_containers(self, filter=None):
+        return await self.cri.list_containers(filter)
+
+    async def list_pod_sandbox_and_containers(self, sandbox_filter, container_filter):
+        self._begin()
+        return await self.cri.list_pod_sandbox_and_containers(sandbox_filter, container_filter)
+
+
+def port_relist_cpu(wire: list[tuple[bytes, bytes]], relists: int, warmup: int = WARMUP) -> tuple[float, float]:
+    """(CPU, wall) seconds per relist of the PLEG's own loop through the real CriClient and
+    grpc, against a runtime in a child process (its CPU is not counted) answering `wire`."""
+    directory = Path(tempfile.mkdtemp(prefix="bench-relist-", dir="/tmp"))
+    wire_file, socket_path = directory / "wire.pickle", directory / "cri.sock"
+    wire_file.write_bytes(pickle.dumps(wire))
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(wire_file), str(socket_path)],
+                              stdout=subprocess.PIPE, text=True)
+    port: CountedPort | None = None
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+
+        async def main() -> None:
+            nonlocal port
+            async with CriClient(f"unix://{socket_path}", request_timeout=30) as cri:
+                with trio.CancelScope() as done:
+                    port = CountedPort(cri, warmup + relists, done)
+                    handle = RuntimeHandle(cri.endpoint)
+                    handle.attach(port, cri.runtime_version)
+                    settings = pleg_module.PlegSettings(relist_period=0.0, container_events=False)
+                    pleg = pleg_module._Pleg(settings, handle, HealthBoard(),
+                                             pleg_module.PlegMetrics(CollectorRegistry()), RuntimePods(),
+                                             CountingSyncLoop())
+                    await pleg.relist_forever()
+
+        trio.run(main)
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(directory, ignore_errors=True)
+    assert port is not None
+    (cpu0, wall0), (cpu1, wall1) = port.clock[warmup], port.clock[-1]
+    return (cpu1 - cpu0) / relists, (wall1 - wall0) / relists
+
+
+def serve(wire_file: str, socket_path: str) -> None:
+    """The child of port_relist_cpu: ListPodSandbox and ListContainers answered with the
+    next listing's wire bytes each (each relist makes one of both), Version for connect()."""
+    import grpc
+
+    wire = pickle.loads(Path(wire_file).read_bytes())
+    lock = threading.Lock()
+    served = {"ListPodSandbox": 0, "ListContainers": 0}
+
+    def answer(method: str, which: int):
+        def handle(request: bytes, context) -> bytes:
+            with lock:
+                n = served[method]
+                served[method] += 1
+            return wire[n % len(wire)][which]
+        return grpc.unary_unary_rpc_method_handler(handle)
+
+    version = api_pb2.VersionResponse(version="0.1.0", runtime_name="bench", runtime_version="1",
+                                      runtime_api_version="v1").SerializeToString()
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(4),
+                         options=[("grpc.max_send_message_length", 16 * 1024 * 1024)])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("runtime.v1.RuntimeService", {
+        "Version": grpc.unary_unary_rpc_method_handler(lambda request, context: version),
+        "ListPodSandbox": answer("ListPodSandbox", 0),
+        "ListContainers": answer("ListContainers", 1),
+    }),))
+    server.add_insecure_port(f"unix://{socket_path}")
+    server.start()
+    print("ready", flush=True)
+    server.wait_for_termination()
+
+
 def parse_cpu(wire: list[tuple[bytes, bytes]], relists: int) -> float:
     started = time.process_time()
     for i in range(relists):
@@ -263,7 +366,13 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=100, help="answers measured per route and round")
     parser.add_argument("--changes", type=int, default=2, help="pods changing at each relist (changing case)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--port", action="store_true",
+                        help="also relist through the real CriClient and grpc, against a runtime in a child process")
+    parser.add_argument("--serve", nargs=2, metavar=("WIRE", "SOCKET"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve(*args.serve)
+        return
     counts = [int(n) for n in args.pods.split(",")]
     print(f"pykubelet from {Path(pleg_module.__file__).resolve().parent.parent}; "
           f"{args.rounds} rounds, median; CPU ms per relist / answer")
@@ -281,6 +390,10 @@ def main() -> None:
             samples.setdefault("relist, unchanged", []).append(relist_cpu(steady, args.relists)[0])
             per_relist, events = relist_cpu(changing, args.relists)
             samples.setdefault(f"relist, {args.changes} pods changing", []).append(per_relist)
+            if args.port:
+                cpu, wall = port_relist_cpu(steady, args.relists)
+                samples.setdefault("relist via CriClient, unchanged", []).append(cpu)
+                samples.setdefault("  (its wall time, context)", []).append(wall)
             for path, (cpu, size) in answer_cpu(pods, args.answers).items():
                 samples.setdefault(f"GET {path}", []).append(cpu)
                 sizes[path] = size
