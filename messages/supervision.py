@@ -15,7 +15,13 @@ ActorState = Literal["running", "restarting", "stopped", "failed"]
 Strategy = Literal["one_for_one", "one_for_all", "rest_for_one"]
 
 
-class ErrorInfo(msgspec.Struct, frozen=True):
+# gc=False (all three): a snapshot is a tree built leaves first, so it can hold no reference
+# cycle for the collector to find; untracked, the thousand structs of one /debug/actors
+# answer or /metrics scrape at 500 pods no longer set off collections that cost twice the
+# answer itself (bench/relist.py).
+
+
+class ErrorInfo(msgspec.Struct, frozen=True, gc=False):
     """The last error an actor died of."""
 
     type: str
@@ -23,13 +29,13 @@ class ErrorInfo(msgspec.Struct, frozen=True):
     at: str  # RFC 3339, UTC
 
 
-class MailboxStats(msgspec.Struct, frozen=True):
+class MailboxStats(msgspec.Struct, frozen=True, gc=False):
     depth: int
     capacity: int
     received: int
 
 
-class ActorSnapshot(msgspec.Struct, frozen=True):
+class ActorSnapshot(msgspec.Struct, frozen=True, gc=False):
     name: str
     path: str
     kind: ActorKind
