@@ -17,7 +17,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from pykubelet.actors.events import EventRecorder, pod_reference
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.server import ServerError, ServerSettings, server_actor
-from pykubelet.actors.server.http import AdminSocketInUse, Request, Response, open_unix
+from pykubelet.actors.server.http import (
+    UNIX_SEND_BUFFER,
+    AdminSocketInUse,
+    Request,
+    Response,
+    open_unix,
+    queue_whole_answers,
+)
 from pykubelet.actors.server.kubelet_api import KubeletApiSources
 from pykubelet.actors.server.routes import AdminRoutes
 from pykubelet.actors.server.metrics import ActorTreeCollector
@@ -380,3 +387,20 @@ async def test_an_admin_socket_that_cannot_be_bound_leaves_no_descriptor_open(tm
             await open_unix(str(gone))
         errors.append(caught.value)  # as crash records keep them
     assert set(os.listdir("/proc/self/fd")) == before
+
+
+async def test_an_admin_socket_connection_queues_a_500_pod_answer_at_once():
+    # /pods at 500 pods is ~865 kB; with the default unix send buffer (208 KiB) the daemon
+    # wrote it in pieces, waking once for each as the client read.
+    with open("/proc/sys/net/core/wmem_max") as f:
+        if int(f.read()) < UNIX_SEND_BUFFER:
+            pytest.skip("net.core.wmem_max is below UNIX_SEND_BUFFER here: the kernel caps the buffer")
+    answer = b"x" * 865_000
+    for queued in (False, True):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with ours, theirs:
+            stream = trio.SocketStream(trio.socket.from_stdlib_socket(ours))
+            if queued:
+                queue_whole_answers(stream)
+            sent = ours.send(answer)  # non-blocking (trio's): what fits while the peer reads nothing
+        assert (sent == len(answer)) is queued
