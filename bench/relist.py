@@ -2,6 +2,7 @@
 (no containerd): how each grows with the pods a node runs.
 
     python bench/relist.py [--pods 110,250,500] [--relists 300] [--answers 100] [--rounds 3]
+                           [--port] [--http]
 
 The relist is the PLEG's own loop (actors/pleg.py, _Pleg.relist_forever: the CRI port's
 conversion, the RuntimeIndex, the diff, the gauges, RuntimePods) on trio's mock clock, fed
@@ -14,7 +15,11 @@ loop does). The "parse" line is the protobuf parse alone (grpc's share, on its l
 
 The answers are the admin socket's routes (actors/server/routes.py) over a real PodStatuses
 board of N pods (decoded from manifests, statuses from compute_pod_status) and a real
-supervision tree with one pod worker per pod.
+supervision tree with one pod worker per pod; with --http also through the admin socket's
+server (h11, the socket's writes) to a client in a child process.
+
+--port relists through the real CriClient and grpc too, against a runtime in a child
+process serving the same wire bytes: the port's share, and its wall time for context.
 
 Figures: process CPU time (time.process_time) per relist or answer, median of --rounds,
 and the ratio of the largest N to the smallest (linear in the pods: 500/110 = 4.5x).
@@ -28,6 +33,7 @@ import argparse
 import concurrent.futures
 import hashlib
 import json
+import os
 import pickle
 import shutil
 import statistics
@@ -52,7 +58,7 @@ from pykubelet.actors.health import HealthBoard  # noqa: E402
 from pykubelet.actors.pod_statuses import PodStatuses  # noqa: E402
 from pykubelet.actors.runtime_link import RuntimeHandle  # noqa: E402
 from pykubelet.actors.runtime_pods import RuntimePods  # noqa: E402
-from pykubelet.actors.server.http import Request  # noqa: E402
+from pykubelet.actors.server.http import Request, open_unix, serve_listeners  # noqa: E402
 from pykubelet.actors.server.routes import AdminRoutes  # noqa: E402
 from pykubelet.messages.pod import Pod  # noqa: E402
 from pykubelet.messages.runtime import ContainerRuntimeStatus, PodRuntimeStatus, SandboxRuntimeStatus  # noqa: E402
@@ -330,8 +336,9 @@ def board(pods: list[Pod]) -> PodStatuses:
     return statuses
 
 
-def answer_cpu(pods: list[Pod], answers_per_route: int) -> dict[str, tuple[float, int]]:
-    """CPU seconds per answer and the answer's size, for /pods and /debug/actors."""
+def answer_cpu(pods: list[Pod], answers_per_route: int, *, http: bool = False) -> dict[str, tuple[float, int]]:
+    """CPU seconds per answer and the answer's size, for /pods and /debug/actors (with http,
+    also through the admin socket's server)."""
     statuses = board(pods)
     figures: dict[str, tuple[float, int]] = {}
 
@@ -358,10 +365,44 @@ def answer_cpu(pods: list[Pod], answers_per_route: int) -> dict[str, tuple[float
                 for _ in range(answers_per_route):
                     response = await routes(request)
                 figures[path] = ((time.process_time() - started) / answers_per_route, len(response.body))
+            if http:
+                await _answer_over_the_socket(routes, answers_per_route, figures)
             nursery.cancel_scope.cancel()
 
     trio.run(main)
     return figures
+
+
+async def _answer_over_the_socket(routes: AdminRoutes, answers: int, figures: dict[str, tuple[float, int]]) -> None:
+    """The same answers through the admin socket's real server (h11, the socket writes) to
+    a client in a child process (its CPU not counted), one kept-alive connection."""
+    directory = tempfile.mkdtemp(prefix="bench-relist-", dir="/tmp")
+    socket_path = os.path.join(directory, "admin.sock")
+    try:
+        listener = await open_unix(socket_path)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_listeners, [listener], routes)
+            for path in ("/pods", "/debug/actors"):
+                started = time.process_time()
+                done = await trio.run_process(
+                    [sys.executable, __file__, "--fetch", socket_path, path, str(answers)], capture_stdout=True)
+                cpu = time.process_time() - started
+                figures[f"{path} over the socket"] = (cpu / answers, int(done.stdout))
+            nursery.cancel_scope.cancel()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def fetch(socket_path: str, path: str, answers: int) -> None:
+    """The child of _answer_over_the_socket: one GET to warm up, then `answers` GETs."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _support import AdminClient
+
+    client = AdminClient(socket_path)
+    body = client.get(path).content
+    for _ in range(answers):
+        body = client.get(path).content
+    print(len(body))
 
 
 # -- the report -------------------------------------------------------------------------
@@ -376,10 +417,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--port", action="store_true",
                         help="also relist through the real CriClient and grpc, against a runtime in a child process")
+    parser.add_argument("--http", action="store_true",
+                        help="also answer through the admin socket's server, to a client in a child process")
     parser.add_argument("--serve", nargs=2, metavar=("WIRE", "SOCKET"), help=argparse.SUPPRESS)
+    parser.add_argument("--fetch", nargs=3, metavar=("SOCKET", "PATH", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(*args.serve)
+        return
+    if args.fetch:
+        fetch(args.fetch[0], args.fetch[1], int(args.fetch[2]))
         return
     counts = [int(n) for n in args.pods.split(",")]
     print(f"pykubelet from {Path(pleg_module.__file__).resolve().parent.parent}; "
@@ -402,9 +449,10 @@ def main() -> None:
                 cpu, wall = port_relist_cpu(steady, args.relists)
                 samples.setdefault("relist via CriClient, unchanged", []).append(cpu)
                 samples.setdefault("  (its wall time, context)", []).append(wall)
-            for path, (cpu, size) in answer_cpu(pods, args.answers).items():
+            for path, (cpu, size) in answer_cpu(pods, args.answers, http=args.http).items():
                 samples.setdefault(f"GET {path}", []).append(cpu)
-                sizes[path] = size
+                if path in ("/pods", "/debug/actors"):
+                    sizes[path] = size
         for name, values in samples.items():
             rows.setdefault(name, {})[n] = statistics.median(values)
         answered = ", ".join(f"{path} {size / 1024:.0f} kB" for path, size in sizes.items())
