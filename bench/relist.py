@@ -58,6 +58,7 @@ from pykubelet.actors.health import HealthBoard  # noqa: E402
 from pykubelet.actors.pod_statuses import PodStatuses  # noqa: E402
 from pykubelet.actors.runtime_link import RuntimeHandle  # noqa: E402
 from pykubelet.actors.runtime_pods import RuntimePods  # noqa: E402
+from pykubelet.actors.server import http as server_http  # noqa: E402
 from pykubelet.actors.server.http import Request, open_unix, serve_listeners  # noqa: E402
 from pykubelet.actors.server.routes import AdminRoutes  # noqa: E402
 from pykubelet.messages.pod import Pod  # noqa: E402
@@ -383,14 +384,24 @@ async def _answer_over_the_socket(routes: AdminRoutes, answers: int, figures: di
         async with trio.open_nursery() as nursery:
             nursery.start_soon(serve_listeners, [listener], routes)
             for path in ("/pods", "/debug/actors"):
-                started = time.process_time()
-                done = await trio.run_process(
-                    [sys.executable, __file__, "--fetch", socket_path, path, str(answers)], capture_stdout=True)
-                cpu = time.process_time() - started
-                figures[f"{path} over the socket"] = (cpu / answers, int(done.stdout))
+                figures[f"{path} over the socket"] = await _fetched(socket_path, path, answers)
+            if hasattr(server_http, "queue_whole_answers"):  # the baseline: the default send buffer
+                queue_whole_answers = server_http.queue_whole_answers
+                server_http.queue_whole_answers = lambda stream: None
+                try:
+                    figures["/pods over the socket, default send buffer"] = await _fetched(socket_path, "/pods", answers)
+                finally:
+                    server_http.queue_whole_answers = queue_whole_answers
             nursery.cancel_scope.cancel()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+async def _fetched(socket_path: str, path: str, answers: int) -> tuple[float, int]:
+    started = time.process_time()
+    done = await trio.run_process(
+        [sys.executable, __file__, "--fetch", socket_path, path, str(answers)], capture_stdout=True)
+    return (time.process_time() - started) / answers, int(done.stdout)
 
 
 def fetch(socket_path: str, path: str, answers: int) -> None:
