@@ -88,6 +88,8 @@ def apply_listing(index: RuntimeIndex, listing: Listing) -> Changed:
 
 def _record(index: RuntimeIndex, changed: Changed, before: RuntimeItem | None, after: RuntimeItem | None) -> None:
     """Apply one change to the index, keeping the item as it was before the first change."""
+    if before is None and after is None:
+        return  # an event deleting what the view never held
     item_id = (after or before).id
     changed.setdefault(item_id, before)
     if after is not None:

@@ -53,12 +53,13 @@ def random_event(rng: random.Random) -> api_pb2.ContainerEventResponse:
     kind = rng.choice(EVENT_KINDS)
     if rng.random() < 0.3:  # a sandbox's own event
         sid = f"s-{rng.randrange(10)}"
-        status = None if kind == api_pb2.CONTAINER_DELETED_EVENT else api_pb2.PodSandboxStatus(
+        status = None if kind == api_pb2.CONTAINER_DELETED_EVENT and rng.random() < 0.7 else api_pb2.PodSandboxStatus(
             id=sid, metadata=api_pb2.PodSandboxMetadata(name="p", namespace="ns", uid=pod_of(sid)),
             labels=labels(pod_of(sid)), state=api_pb2.SANDBOX_READY)
         return api_pb2.ContainerEventResponse(container_id=sid, container_event_type=kind, pod_sandbox_status=status)
     cid = f"c-{rng.randrange(14)}"
-    statuses = [] if kind == api_pb2.CONTAINER_DELETED_EVENT else [
+    # A deleted container is in no status any more, as a rule; a runtime may still send one.
+    statuses = [] if kind == api_pb2.CONTAINER_DELETED_EVENT and rng.random() < 0.7 else [
         api_pb2.ContainerStatus(id=cid, metadata=api_pb2.ContainerMetadata(name="main"), labels=labels(pod_of(cid)))
     ]
     return api_pb2.ContainerEventResponse(container_id=cid, container_event_type=kind, containers_statuses=statuses)
