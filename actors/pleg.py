@@ -155,7 +155,11 @@ class _Pleg:
                 # The view changes in place, with no await until it is whole: the other task
                 # and every reader see it before or after, never half-way.
                 index = self.index if self.index is not None else RuntimeIndex()
-                events = relist_events(index, listing, self._during_relist)
+                try:
+                    events = relist_events(index, listing, self._during_relist)
+                except BaseException:
+                    self.cache.latest = None  # half updated: no reader may go by it
+                    raise
                 self._during_relist = None
                 self._show(index, relist_began=started)
                 # As Go's: the whole relist, its list calls, diff and cache update, up to

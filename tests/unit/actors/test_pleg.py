@@ -11,6 +11,7 @@ from cri_api.v1 import api_pb2
 from prometheus_client import CollectorRegistry
 
 from pykubelet.actors.health import HealthBoard
+from pykubelet.actors import pleg as pleg_module
 from pykubelet.actors.pleg import PlegMetrics, PlegSettings, pleg_actor
 from pykubelet.actors.pleg_diff import diff, event_to_pleg_events
 from pykubelet.actors.runtime_pods import RuntimeIndex, RuntimePods
@@ -338,3 +339,37 @@ async def test_runtime_pods_follows_the_pleg_relists(autojump_clock):
         del fake.containers["c1"]
         await trio.sleep(1)  # and the one after sees it gone
         assert cache.holds_nothing_of("u")
+
+
+async def test_a_relist_that_fails_half_way_leaves_no_view_for_the_pod_workers(autojump_clock, monkeypatch):
+    # A relist updates the view in place: one that fails half-way must not leave a view
+    # that pod workers would trust (unchanged_since, holds_nothing_of) until the restart's.
+    fake, inbox = FakeRuntime(events=False), Inbox()
+    fake.containers["c1"] = api_pb2.CONTAINER_RUNNING
+    cache = RuntimePods()
+    seen_by_restart: list[object] = []
+    calls = 0
+    real = pleg_module.relist_events
+
+    def failing_once(index, listing, during):
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            index.drop("c1")
+            raise RuntimeError("relist broke half-way")
+        if calls == 3:
+            seen_by_restart.append(cache.latest)
+        return real(index, listing, during)
+
+    monkeypatch.setattr(pleg_module, "relist_events", failing_once)
+    handle = RuntimeHandle("unix:///fake.sock")
+    handle.attach(fake, RuntimeVersion("fake", "1", "v1", "0.1.0"))
+    pleg = pleg_actor(PlegSettings(send_to="root/inbox"), runtime=handle, health=HealthBoard(),
+                      metrics=PlegMetrics(CollectorRegistry()), cache=cache)
+    async with running(inbox.spec("inbox"), ChildSpec("pleg", pleg)) as tree:
+        await trio.sleep(0.5)
+        assert [c.id for c in cache.latest.containers] == ["c1"]
+        await trio.sleep(5)
+        assert calls >= 3 and seen_by_restart == [None]
+        assert [c.id for c in cache.latest.containers] == ["c1"]  # the restarted PLEG's relist
+        assert tree.snapshot().children[1].restarts == 1
