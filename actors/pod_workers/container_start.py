@@ -82,7 +82,11 @@ class ContainerStarts:
             self.record(pod, name, "Warning", events.FAILED_TO_CREATE_CONTAINER, f"Error: {exc}")
             log.warning("CreateContainerConfigError: %s", exc, extra={**self.fields, "container": name})
             return RETRY_MAX
-        message_file = termination_message.prepare(deps.node.root_dir, pod, container, restart_count)
+        # In a thread: a mkdir on a disk busy with the runtime's snapshots can take
+        # milliseconds, and on the event loop it would hold every other pod's worker.
+        message_file = await trio.to_thread.run_sync(
+            termination_message.prepare, deps.node.root_dir, pod, container, restart_count
+        )
         if message_file is not None:
             config.mounts.append(
                 api_pb2.Mount(container_path=container.termination_message_path, host_path=message_file)
