@@ -24,7 +24,10 @@ SIGTERM, image imported beforehand), each round, interleaved so both see the sam
 - raw CRI: the same pods' sandbox and container configs (pods/runtime_config.py, built
   from the same decoded manifest, minus the io.pykubelet.managed label so the kubelet never
   sees them) sent straight to containerd through CriClient: RunPodSandbox, CreateContainer,
-  StartContainer. N=1: one pod, sequential calls. N=30: 30 pods at once, each pod's three
+  StartContainer. As pykubelet sends them: the sandbox in a pod cgroup of a kubepods
+  hierarchy beside the daemon's (same depth, same node allocatable), the container with its
+  CRI resources and the /etc/hosts and termination message mounts; the bench makes those
+  cgroups and files before the timed calls (pykubelet's time includes making its own). N=1: one pod, sequential calls. N=30: 30 pods at once, each pod's three
   calls in order in its own task (as pykubelet's pod workers run concurrently, one per pod).
   Per pod: from the common start to its StartContainer's return.
 - raw CRI with the pod worker's reads (a diagnostic): the same, plus the reads a pod worker
@@ -88,7 +91,10 @@ from _support import (  # noqa: E402
 
 import trio  # noqa: E402
 from cri_api.v1 import api_pb2  # noqa: E402
+from tests.support.daemon import cgroup_root_for  # noqa: E402
 
+from pykubelet.actors.container_manager import ContainerManager, ContainerManagerSettings  # noqa: E402
+from pykubelet.pods.hosts_file import hosts_mount  # noqa: E402
 from pykubelet.pods.labels import MANAGED_LABEL, POD_UID_LABEL  # noqa: E402
 from pykubelet.pods.manifest import decode_manifests  # noqa: E402
 from pykubelet.pods.runtime_config import container_config, sandbox_config  # noqa: E402
@@ -199,29 +205,80 @@ def remove_kubelet_pods(daemon: BenchDaemon, names: list[str]) -> None:
 # -- raw CRI -------------------------------------------------------------------------
 
 
-def raw_configs(name: str, image_ref: str, pod_logs_dir: str):
-    """The configs pykubelet would send for this manifest, without the managed label."""
+@dataclass
+class RawNode:
+    """What the raw starts need beside the runtime, made untimed before each start: a
+    kubepods hierarchy of their own (a container manager on a cgroup root beside the
+    daemon's, with the daemon's node allocatable), each pod's cgroup in it, and the files
+    pykubelet mounts into a container (/etc/hosts, the termination message file)."""
+
+    endpoint: str
+    pod_logs_dir: str
+    files: Path
+    containers: ContainerManager
+
+    @classmethod
+    def beside(cls, daemon: BenchDaemon, endpoint: str) -> RawNode:
+        root = daemon.base / "raw"
+        settings = ContainerManagerSettings(
+            cgroup_root=cgroup_root_for(root), fail_cgroup_v1=False,
+            kubepods_cpu_milli=(os.cpu_count() or 1) * 1000, kubepods_memory=_memory_capacity(),
+            memory_capacity=_memory_capacity(),
+        )
+        containers = ContainerManager.for_node(settings)
+        containers.start()
+        return cls(endpoint, str(daemon.base / "pod-logs"), root, containers)
+
+    def close(self) -> None:
+        if self.containers.cgroups is not None:
+            self.containers.cgroups.destroy(self.containers.settings.cgroup_root)
+
+
+def _memory_capacity() -> int:
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no MemTotal in /proc/meminfo")
+
+
+async def raw_configs(name: str, image_ref: str, node: RawNode):
+    """The configs pykubelet sends for this manifest, without the managed label: the
+    sandbox in its pod cgroup, the container with its CRI resources, /etc/hosts and
+    termination message mounts (the cgroup and the files are made here, untimed)."""
     manifest = json.dumps(loop_pod(name)).encode()
     (pod,) = decode_manifests(manifest, origin=f"/bench/raw/{name}.json", source="file", node_name=NODE)
-    sandbox = sandbox_config(pod, attempt=0, pod_logs_dir=pod_logs_dir)
+    sandbox = sandbox_config(pod, attempt=0, pod_logs_dir=node.pod_logs_dir)
     del sandbox.labels[MANAGED_LABEL]
-    config = container_config(pod, pod.spec.containers[0], image_ref=image_ref, restart_count=0, volume_paths={})
+    sandbox.linux.cgroup_parent = await node.containers.ensure_pod(pod)
+    container = pod.spec.containers[0]
+    files = node.files / pod.metadata.uid
+    files.mkdir(parents=True, exist_ok=True)
+    hosts, message = files / "etc-hosts", files / "termination-log"
+    hosts.write_bytes(Path("/etc/hosts").read_bytes())
+    message.touch()
+    message.chmod(0o666)
+    config = container_config(
+        pod, container, image_ref=image_ref, restart_count=0, volume_paths={}, extra_mounts=[hosts_mount(str(hosts))],
+    )
+    config.mounts.append(api_pb2.Mount(container_path=container.termination_message_path, host_path=str(message)))
+    config.linux.resources.CopyFrom(node.containers.container_resources(pod, container))
     del config.labels[MANAGED_LABEL]
     return sandbox, config
 
 
 async def raw_round(
-    endpoint: str, names: list[str], pod_logs_dir: str, concurrent: bool, reads: bool = False
+    node: RawNode, names: list[str], concurrent: bool, reads: bool = False
 ) -> tuple[list[float], dict[str, tuple[float, int]]]:
     """Seconds from the common start to each pod's StartContainer returning (with `reads`:
     to the end of the pod's status read after it), and the (seconds, calls) of each start
     operation."""
     registry = CollectorRegistry()
     async with CriClient(
-        endpoint, request_timeout=60, metrics=RuntimeOperationMetrics(registry)
+        node.endpoint, request_timeout=60, metrics=RuntimeOperationMetrics(registry)
     ) as cri:
         image = await cri.image_status(BUSYBOX_IMAGE)
-        configs = [raw_configs(name, image.image.id, pod_logs_dir) for name in names]
+        configs = [await raw_configs(name, image.image.id, node) for name in names]
         sandboxes: list[str] = []
         latencies: list[float] = []
 
@@ -251,20 +308,22 @@ async def raw_round(
                 async with trio.open_nursery() as nursery:
                     for sandbox_id in sandboxes:
                         nursery.start_soon(_remove_sandbox, cri, sandbox_id)
+                for sandbox, _ in configs:
+                    await node.containers.destroy_pod(sandbox.metadata.uid)
         cri_ops = sums_by_label(generate_latest(registry).decode(), CRI_OPERATIONS, "operation_type")
         starting = ("run_podsandbox", "create_container", "start_container")
         return latencies, {op: cri_ops[op] for op in starting}
 
 
 def polled_raw_round(
-    daemon: BenchDaemon, endpoint: str, names: list[str], pod_logs_dir: str, poll: float, *, reads: bool = False
+    daemon: BenchDaemon, node: RawNode, names: list[str], poll: float, *, reads: bool = False
 ) -> tuple[list[float], dict[str, tuple[float, int]]]:
     """A raw round after the same random pause as pykubelet's, with /pods polled as often
     as in pykubelet's round: the instrument's load falls on both starts alike."""
     prefix = "rr" if reads else "raw"
     with polling_pods(daemon.admin_socket, poll):
         time.sleep(random.uniform(0.0, SCAN_PERIOD))
-        return trio.run(raw_round, endpoint, [f"{prefix}-{name}" for name in names], pod_logs_dir, len(names) > 1, reads)
+        return trio.run(raw_round, node, [f"{prefix}-{name}" for name in names], len(names) > 1, reads)
 
 
 async def _read_pod(cri: CriClient, uid: str) -> None:
@@ -353,9 +412,8 @@ class Figures:
     rounds_all: list[tuple[float, float]] = field(default_factory=list)
 
 
-def run_size(daemon: BenchDaemon, endpoint: str, n: int, rounds: int, poll: float, tag: str) -> Figures:
+def run_size(daemon: BenchDaemon, node: RawNode, n: int, rounds: int, poll: float, tag: str) -> Figures:
     figures = Figures(steps={step: [] for step, _ in STEPS})
-    pod_logs = str(daemon.base / "pod-logs")
     for r in range(rounds):
         names = [f"{tag}{r}-{i}" for i in range(n)]
         # Before each of the three starts the same random pause: the runtime finishes what
@@ -366,13 +424,13 @@ def run_size(daemon: BenchDaemon, endpoint: str, n: int, rounds: int, poll: floa
         # leaves the runtime to finish falls on each as often.
         raw_first = r % 2 == 1
         if raw_first:
-            raw, raw_cri = polled_raw_round(daemon, endpoint, names, pod_logs, poll)
+            raw, raw_cri = polled_raw_round(daemon, node, names, poll)
         time.sleep(random.uniform(0.0, SCAN_PERIOD))
         result = kubelet_round(daemon, names, poll)
         remove_kubelet_pods(daemon, names)
         if not raw_first:
-            raw, raw_cri = polled_raw_round(daemon, endpoint, names, pod_logs, poll)
-        figures.raw_reads += polled_raw_round(daemon, endpoint, names, pod_logs, poll, reads=True)[0]
+            raw, raw_cri = polled_raw_round(daemon, node, names, poll)
+        figures.raw_reads += polled_raw_round(daemon, node, names, poll, reads=True)[0]
         figures.raw += raw
         _add(figures.raw_cri, raw_cri)
         _add(figures.kubelet_cri, result.cri)
@@ -484,12 +542,17 @@ def main() -> None:
         print(f"pod start, busybox host-network pods on a private containerd, /pods polled every "
               f"{args.poll_ms:g} ms (N=1) and {args.large_poll_ms:g} ms (N={args.large}); daemon pid {daemon.pid}",
               flush=True)
-        print("warm-up (not counted): one pod each way", flush=True)
-        run_size(daemon, containerd.endpoint, 1, 1, args.poll_ms / 1000, "warm")
-        results = []
-        for n, rounds, poll_ms in ((1, args.small_rounds, args.poll_ms), (args.large, args.large_rounds, args.large_poll_ms)):
-            print(f"N={n}:", flush=True)
-            results.append((n, rounds, run_size(daemon, containerd.endpoint, n, rounds, poll_ms / 1000, f"n{n}r")))
+        node = RawNode.beside(daemon, containerd.endpoint)
+        try:
+            print("warm-up (not counted): one pod each way", flush=True)
+            run_size(daemon, node, 1, 1, args.poll_ms / 1000, "warm")
+            results = []
+            for n, rounds, poll_ms in ((1, args.small_rounds, args.poll_ms),
+                                       (args.large, args.large_rounds, args.large_poll_ms)):
+                print(f"N={n}:", flush=True)
+                results.append((n, rounds, run_size(daemon, node, n, rounds, poll_ms / 1000, f"n{n}r")))
+        finally:
+            node.close()
         print()
         for n, rounds, figures in results:
             report(n, rounds, figures)
