@@ -109,6 +109,7 @@ def round_timeout(pods: int) -> float:
     return max(ROUND_TIMEOUT, 2.0 * pods)
 SCAN_PERIOD = 1.0  # the file source's stat scan
 CRI_OPERATIONS = "kubelet_runtime_operations_duration_seconds"
+START_OPERATIONS = ("run_podsandbox", "create_container", "start_container")
 
 
 # -- pykubelet -----------------------------------------------------------------------
@@ -311,8 +312,7 @@ async def raw_round(
                 for sandbox, _ in configs:
                     await node.containers.destroy_pod(sandbox.metadata.uid)
         cri_ops = sums_by_label(generate_latest(registry).decode(), CRI_OPERATIONS, "operation_type")
-        starting = ("run_podsandbox", "create_container", "start_container")
-        return latencies, {op: cri_ops[op] for op in starting}
+        return latencies, {op: cri_ops[op] for op in START_OPERATIONS}
 
 
 def polled_raw_round(
@@ -410,6 +410,9 @@ class Figures:
     # Per round, the whole start: first manifest written -> the last "pod phase Running"
     # (pykubelet), and the common start -> the last StartContainer returning (raw).
     rounds_all: list[tuple[float, float]] = field(default_factory=list)
+    # N=1, per round: told -> 'pod phase Running', and the time the daemon's own three start
+    # calls took (its /metrics over the round): a ratio paired on the same moment's load.
+    own_calls: list[tuple[float, float]] = field(default_factory=list)
 
 
 def run_size(daemon: BenchDaemon, node: RawNode, n: int, rounds: int, poll: float, tag: str) -> Figures:
@@ -451,6 +454,9 @@ def run_size(daemon: BenchDaemon, node: RawNode, n: int, rounds: int, poll: floa
         if len(figures.logged) - logged_before == n:  # every pod's events found
             told_all = max(pod.written_wall + d for pod, d in zip(result.pods, figures.logged[logged_before:]))
             figures.rounds_all.append((told_all - result.pods[0].written_wall, max(raw)))
+        starts = [result.cri.get(op, (0.0, 0)) for op in START_OPERATIONS]
+        if n == 1 and len(figures.logged) - logged_before == 1 and all(count == 1 for _, count in starts):
+            figures.own_calls.append((figures.logged[-1], sum(seconds for seconds, _ in starts)))
         if n > 1 and len(steps["detection"]) == n:  # every pod's events found: lists line up
             added = [pod.written_wall + d for pod, d in zip(result.pods, steps["detection"])]
             figures.added_spread.append(max(added) - min(added))
@@ -499,6 +505,12 @@ def report(n: int, rounds: int, figures: Figures) -> None:
               f"StartContainer): {each}; median {median:.2f}x ({met(median <= 1.1)}, <= 1.1)")
         print(f"    (medians: pykubelet {ms(statistics.median(k for k, _ in figures.rounds_all)).strip()}, "
               f"raw {ms(statistics.median(r for _, r in figures.rounds_all)).strip()})")
+    if figures.own_calls:
+        ratios = [told / calls for told, calls in figures.own_calls]
+        print(f"  told -> 'pod phase Running' / the daemon's own RunPodSandbox+CreateContainer+StartContainer "
+              f"time (its /metrics; same pod, same moment's load), per round: "
+              f"{', '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}x; "
+              f"the rest of the start: median {ms(statistics.median(t - c for t, c in figures.own_calls)).strip()}")
     print(f"  sync, log / raw with reads (the daemon's own share): p50 {logged[0] / reads[0]:5.2f}x   "
           f"p99 {logged[1] / reads[1]:5.2f}x")
     print("  where pykubelet's time goes (p50 / p99 per step, daemon log timestamps):")
