@@ -289,12 +289,14 @@ class Supervisor:
 
     def _count_restart(self, child: Child, error: BaseException | None) -> None:
         now = trio.current_time()
-        self._restarts.append(now)
-        while self._restarts and self._restarts[0] <= now - self.intensity.period:
-            self._restarts.popleft()
-        if len(self._restarts) > self.intensity.max_restarts:
+        restarts = child.restarts if self.intensity.per_child else self._restarts
+        restarts.append(now)
+        while restarts and restarts[0] <= now - self.intensity.period:
+            restarts.popleft()
+        if len(restarts) > self.intensity.max_restarts:
             raise RestartIntensityExceeded(
-                self.path, len(self._restarts), self.intensity.period, child.record.path, error
+                self.path, len(restarts), self.intensity.period, child.record.path, error,
+                per_child=self.intensity.per_child,
             )
 
     def _restart_group(self, child: Child) -> list[Child]:

@@ -142,6 +142,48 @@ async def test_restarts_spread_beyond_the_period_do_not_escalate(autojump_clock,
         nursery.cancel_scope.cancel()
 
 
+async def test_per_child_intensity_lets_isolated_crashes_of_several_children_add_up(autojump_clock, journal):
+    # Three children crash twice each within the period: six restarts, above the
+    # supervisor-wide budget of two, but no child needed more than two.
+    tree = Supervisor(
+        "root",
+        [journal.actor("a"), journal.actor("b"), journal.actor("c")],
+        intensity=RestartIntensity(max_restarts=2, period=10, per_child=True),
+        backoff=NO_BACKOFF,
+    )
+    async with trio.open_nursery() as nursery:
+        await run_tree(nursery, tree)
+        for _ in range(2):
+            for name in "abc":
+                journal.crash(name)
+                await settle()
+        assert [c.restarts for c in tree.snapshot().children] == [2, 2, 2]
+        assert all(c.state == "running" for c in tree.snapshot().children)
+        nursery.cancel_scope.cancel()
+
+
+async def test_per_child_intensity_still_gives_up_on_one_crash_looping_child(autojump_clock, journal):
+    tree = Supervisor(
+        "root",
+        [journal.actor("a"), journal.actor("b")],
+        intensity=RestartIntensity(max_restarts=2, period=10, per_child=True),
+        backoff=NO_BACKOFF,
+    )
+    gave_up = pytest.RaisesExc(
+        RestartIntensityExceeded,
+        match=r"supervisor root gave up: 3 restarts of root/b within 10s, the last \(Boom: b failed\)",
+    )
+    with pytest.RaisesGroup(gave_up):
+        async with trio.open_nursery() as nursery:
+            await run_tree(nursery, tree)
+            journal.crash("a")  # a's restart is a's own: b's budget is untouched
+            await settle()
+            for _ in range(3):
+                journal.crash("b")
+                await settle()
+    assert journal.lines.count("start b") == 3
+
+
 async def test_nested_supervisor_escalates_to_its_parent_which_restarts_it(
     autojump_clock, journal
 ):
