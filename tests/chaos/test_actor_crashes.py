@@ -6,8 +6,9 @@ container is restarted, and the daemon's memory does not grow.
 
 Isolated crashes: two crashes of one actor are at least 3.2 s apart, so that none needs
 more restarts than its supervisor's intensity allows it (the root and the sources count
-each child's restarts on its own: 10 in 30 s); crashes of different actors interleave. CI crashes each actor once. SOAK_CRASHES=100
-(per actor) with SOAK_MINUTES=<limit> is the long soak, which samples the daemon's RSS
+each child's restarts on its own: 10 in 30 s); crashes of different actors interleave.
+CI crashes each actor once. SOAK_CRASHES=100 (per actor) with SOAK_MINUTES=<minutes> is
+the long soak: each actor's crashes spread over those minutes; it samples the daemon's RSS
 every 30 s and checks it does not grow (docs/reliability.md)."""
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import pytest
 from tests.support.pods import TRAPPING_LOOP, container, phase, pod_manifest, pods, wait_for_pod, write_manifest
 
 CRASHES = int(os.environ.get("SOAK_CRASHES", "1"))  # per actor
-MINUTES = float(os.environ.get("SOAK_MINUTES", "0"))  # a time limit for the long soak; 0: none
-SPACING = 3.2  # seconds between two crashes of one actor: under every restart intensity
+MINUTES = float(os.environ.get("SOAK_MINUTES", "0"))  # the long soak's length; 0: as fast as the spacing allows
+# Seconds between two crashes of one actor: under every restart intensity, and in the long
+# soak each actor's crashes spread over its minutes (the last a minute before the limit).
+SPACING = max(3.2, (MINUTES * 60 - 60) / CRASHES) if MINUTES else 3.2
 CHURN_EVERY = float(os.environ.get("SOAK_CHURN_EVERY", "20"))  # seconds between adding and removing the churn pod
 ONLY = {p for p in os.environ.get("SOAK_ACTORS", "").split(",") if p}  # crash only these (a focused soak)
 RSS_EVERY = 30.0  # seconds between RSS samples
