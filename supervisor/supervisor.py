@@ -201,16 +201,18 @@ class Supervisor:
     ) -> None:
         error: BaseException | None = None
         try:
-            # Shielded: only this supervisor stops its children, one at a time, in order.
-            with trio.CancelScope(shield=True) as scope:
-                incarnation.scope = scope
-                child.record.mark_started()
-                task_status.started()
-                try:
+            try:
+                # Shielded: only this supervisor stops its children, one at a time, in order.
+                with trio.CancelScope(shield=True) as scope:
+                    incarnation.scope = scope
+                    child.record.mark_started()
+                    task_status.started()
                     await child.spec.start(ctx)
-                # Let it crash: the supervisor decides what follows.
-                except Exception as exc:
-                    error = exc
+            # Let it crash: the supervisor decides what follows. Caught outside the scope: an
+            # error raised beside the child's own cancellation (a group of it and Cancelled)
+            # is an Exception only once the scope has taken its Cancelled out.
+            except Exception as exc:
+                error = exc
         finally:
             # Whatever escaped, the incarnation is over: a supervisor stopping it must not
             # wait forever.

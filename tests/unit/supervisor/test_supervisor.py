@@ -519,3 +519,32 @@ async def test_a_restarted_supervisor_forgets_the_addresses_of_its_dynamic_child
         assert "root/workers/w1" not in tree.registry
         assert "root/workers/static" in tree.registry  # a static child keeps its mailbox
         nursery.cancel_scope.cancel()
+
+
+async def test_an_error_raised_beside_the_cancellation_of_a_stopped_child_stays_inside_its_supervisor(
+    autojump_clock, journal
+):
+    # Found by the soak: the sync loop's start_child failed (the pod workers' supervisor was
+    # restarting) while the root was stopping the sync loop for that same restart, so its
+    # nursery raised a group of that error and Cancelled. The incarnation's cancel scope
+    # took the Cancelled out, and the rest escaped the supervisor: the daemon exited.
+    async def fails_while_stopped(ctx) -> None:
+        journal.lines.append("start b")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever)
+            try:
+                await trio.sleep_forever()
+            finally:
+                raise Boom("b failed while being stopped")
+
+    tree = Supervisor("root", [journal.actor("a"), ChildSpec("b", fails_while_stopped)], strategy="rest_for_one",
+                      backoff=NO_BACKOFF)
+    async with trio.open_nursery() as nursery:
+        await run_tree(nursery, tree)
+        journal.crash("a")  # rest_for_one: b is stopped and started again
+        await settle()
+        await tree.restart_child("b")  # an operator's restart stops it too
+        await settle()
+        assert journal.lines.count("start b") == 3
+        assert [c.state for c in tree.snapshot().children] == ["running", "running"]
+        nursery.cancel_scope.cancel()
