@@ -15,7 +15,6 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Protocol
 
 import trio
@@ -42,6 +41,7 @@ from pykubelet.pods.node import (
     status_patch,
 )
 from pykubelet.pods.network import RUNTIME_NETWORK_NOT_READY
+from pykubelet.messages.version import VERSION
 from pykubelet.pods.node_allocatable import allocatable
 from pykubelet.ports.apiserver.objects import PatchType
 from pykubelet.ports.apiserver.errors import AlreadyExists, ApiError, NotFound
@@ -67,13 +67,6 @@ class NodeApi(Protocol):
     async def patch(self, path: str, body: dict[str, Any], patch_type: PatchType) -> dict[str, Any]: ...
 
 
-def _package_version() -> str:
-    try:
-        return version("pykubelet")
-    except PackageNotFoundError:  # a checkout without installed metadata
-        return "0.0.0"
-
-
 @dataclass(frozen=True)
 class NodeStatusSettings:
     """Go kubelet names: --register-node, --hostname-override (hostname), --node-ip,
@@ -89,7 +82,7 @@ class NodeStatusSettings:
     update_frequency: float = 10.0
     report_frequency: float = 300.0
     root_dir: str = "/var/lib/pykubelet"  # its filesystem is the node's ephemeral-storage
-    kubelet_version: str = field(default_factory=lambda: kubelet_version(_package_version()))
+    kubelet_version: str = field(default_factory=lambda: kubelet_version(VERSION))
     # Node allocatable: capacity less these (pods/node_allocatable.py), and the hard memory
     # and nodefs thresholds of evictionHard.
     kube_reserved: dict[str, str] = field(default_factory=dict)

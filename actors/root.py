@@ -135,6 +135,10 @@ class DaemonSettings:
         return os.path.join(self.root_dir, ADMIN_SOCKET_NAME)
 
 
+# The root's and the sources' children are distinct subsystems: each may need up to ten
+# restarts in 30 s before its supervisor gives up, so isolated crashes of several of them
+# never add up to an escalation, while any one of them crash-looping still does.
+SUBSYSTEMS_INTENSITY = RestartIntensity(per_child=True)
 # A pod worker that keeps crashing is slowed by back-off (up to 30s between restarts), so
 # only many pods failing at once, which is systemic, exhausts this and escalates.
 WORKERS_INTENSITY = RestartIntensity(max_restarts=100, period=60.0)
@@ -212,7 +216,7 @@ class Daemon:
         self.gc: GarbageCollector | None = None  # the gc actor's current collector (node-level reclaim)
         if containers is not None:
             containers.burstable_cpu_requests = self.statuses.burstable_cpu_requests
-        self.root = Supervisor("root", self._children(deps), strategy="rest_for_one")
+        self.root = Supervisor("root", self._children(deps), strategy="rest_for_one", intensity=SUBSYSTEMS_INTENSITY)
         self.metrics.register(ActorTreeCollector(self.root.snapshot, fold=["root/pod-workers", "root/probes"]))
 
     def _children(self, deps: PodWorkerDeps) -> list[ChildSpec]:
@@ -248,7 +252,7 @@ class Daemon:
                 pod_config_actor(sources=[spec.name for spec in sources]),
                 mailbox=MailboxSpec(capacity=64, durable=True, accepts=(SourcePods,)),
             ),
-            Supervisor.child_spec("sources", sources),
+            Supervisor.child_spec("sources", sources, intensity=SUBSYSTEMS_INTENSITY),
             ChildSpec(
                 "gc",
                 gc_actor(

@@ -12,7 +12,6 @@ import logging
 import os
 import signal
 import sys
-from importlib.metadata import version
 from typing import Sequence
 
 import msgspec
@@ -36,6 +35,7 @@ from pykubelet.embedded_runtime.launcher import ensure_running as ensure_embedde
 from pykubelet.messages.config import EMBEDDED_RUNTIME
 from pykubelet.messages.config_validation import parse_byte_quantity
 from pykubelet.messages.duration import enc_hook
+from pykubelet.messages.version import VERSION
 from pykubelet.ports import malloc
 from pykubelet.ports.apiserver import KubeconfigError, load_kubeconfig
 from pykubelet.ports.systemd_notify import NotifySocket
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     malloc.limit_arenas()  # before any thread: grpc's, the grpc loop's, trio's workers
     args = list(sys.argv[1:] if argv is None else argv)
     if args in (["--version"], ["version"]):
-        print(f"pykubelet {version('pykubelet')}")
+        print(f"pykubelet {VERSION}")
         return 0
     if not args or args[0] != "run":
         print(USAGE, file=sys.stderr)
@@ -272,7 +272,7 @@ async def serve(
     daemon = Daemon(settings, containers=containers)
     log.info(
         "pykubelet %s starting",
-        version("pykubelet"),
+        VERSION,
         extra={"root_dir": settings.root_dir, "runtime_endpoint": settings.runtime.endpoint},
     )
     gave_up: RestartIntensityExceeded | None = None

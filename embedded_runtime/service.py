@@ -13,11 +13,12 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import grpc
 from cri_api.v1 import api_pb2, api_pb2_grpc
+
+from pykubelet.messages.version import VERSION
 
 from . import statuses
 from .runtime import CriFault, EmbeddedRuntime
@@ -30,11 +31,7 @@ KUBELET_API_VERSION = "0.1.0"  # VersionResponse.version, as containerd answers
 
 
 def runtime_version() -> str:
-    try:
-        ours = version("pykubelet")
-    except PackageNotFoundError:
-        ours = "unknown"
-    return f"{ours} (no isolation, images not pulled)"
+    return f"{VERSION} (no isolation, images not pulled)"
 
 
 def _unary(method: Callable) -> Callable:

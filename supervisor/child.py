@@ -3,6 +3,7 @@ supervisor stops it by), and the ActorContext an incarnation is started with."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,7 @@ class Child:
     incarnation: Incarnation | None = None
     restart_pending: bool = False
     consecutive_failures: int = 0
+    restarts: deque[float] = field(default_factory=deque)  # within the intensity period, when counted per child
 
     @property
     def running(self) -> bool:

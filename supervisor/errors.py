@@ -15,15 +15,17 @@ class NotRunning(SupervisorError):
 class RestartIntensityExceeded(SupervisorError):
     """A supervisor gave up: its children needed more restarts than its intensity allows."""
 
-    def __init__(self, path: str, restarts: int, period: float, child: str, cause: BaseException | None):
+    def __init__(
+        self, path: str, restarts: int, period: float, child: str, cause: BaseException | None,
+        *, per_child: bool = False,
+    ):
         self.path = path
         self.child = child
         self.cause = cause
         reason = f"{type(cause).__name__}: {cause}" if cause is not None else "exited"
-        super().__init__(
-            f"supervisor {path} gave up: {restarts} restarts within {period:g}s, "
-            f"the last of {child} ({reason})"
-        )
+        whose = f"restarts of {child}" if per_child else "restarts"
+        last = "the last" if per_child else f"the last of {child}"
+        super().__init__(f"supervisor {path} gave up: {restarts} {whose} within {period:g}s, {last} ({reason})")
 
 
 class InjectedCrash(Exception):

@@ -45,10 +45,17 @@ class RestartIntensity:
     broken, not unlucky, and restarting its parent (or, at the root, the daemon under
     systemd) is the better cure; fewer would let one flapping runtime connection take
     the whole kubelet down.
+
+    per_child counts each child's restarts on its own: a supervisor of distinct
+    subsystems gives up when one of them crash-loops, not when several have each crashed
+    once in a while (isolated crashes). Without it (the default, as in OTP) all the
+    children's restarts count together: right for many children of one kind, where many
+    failing at once is the systemic sign (the pod workers).
     """
 
     max_restarts: int = 10
     period: float = 30.0
+    per_child: bool = False
 
 
 @dataclass(frozen=True)

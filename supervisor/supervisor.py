@@ -201,16 +201,18 @@ class Supervisor:
     ) -> None:
         error: BaseException | None = None
         try:
-            # Shielded: only this supervisor stops its children, one at a time, in order.
-            with trio.CancelScope(shield=True) as scope:
-                incarnation.scope = scope
-                child.record.mark_started()
-                task_status.started()
-                try:
+            try:
+                # Shielded: only this supervisor stops its children, one at a time, in order.
+                with trio.CancelScope(shield=True) as scope:
+                    incarnation.scope = scope
+                    child.record.mark_started()
+                    task_status.started()
                     await child.spec.start(ctx)
-                # Let it crash: the supervisor decides what follows.
-                except Exception as exc:
-                    error = exc
+            # Let it crash: the supervisor decides what follows. Caught outside the scope: an
+            # error raised beside the child's own cancellation (a group of it and Cancelled)
+            # is an Exception only once the scope has taken its Cancelled out.
+            except Exception as exc:
+                error = exc
         finally:
             # Whatever escaped, the incarnation is over: a supervisor stopping it must not
             # wait forever.
@@ -289,12 +291,14 @@ class Supervisor:
 
     def _count_restart(self, child: Child, error: BaseException | None) -> None:
         now = trio.current_time()
-        self._restarts.append(now)
-        while self._restarts and self._restarts[0] <= now - self.intensity.period:
-            self._restarts.popleft()
-        if len(self._restarts) > self.intensity.max_restarts:
+        restarts = child.restarts if self.intensity.per_child else self._restarts
+        restarts.append(now)
+        while restarts and restarts[0] <= now - self.intensity.period:
+            restarts.popleft()
+        if len(restarts) > self.intensity.max_restarts:
             raise RestartIntensityExceeded(
-                self.path, len(self._restarts), self.intensity.period, child.record.path, error
+                self.path, len(restarts), self.intensity.period, child.record.path, error,
+                per_child=self.intensity.per_child,
             )
 
     def _restart_group(self, child: Child) -> list[Child]:

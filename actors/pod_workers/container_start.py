@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 
 import trio
 from cri_api.v1 import api_pb2
@@ -38,7 +39,7 @@ POST_START_TIMEOUT = 120.0  # Go gives postStart no deadline; a hung hook must n
 
 class ContainerStarts:
     """The start half of PodWorker; uses its deps, uid, waiting, created, setup, pod_ips,
-    hosts_file, volumes, record(), fields, _creating(), _grace_period() and _host()."""
+    hosts_file, message_files, volumes, record(), fields, _creating(), _grace_period() and _host()."""
 
     async def _start_container(
         self,
@@ -82,7 +83,11 @@ class ContainerStarts:
             self.record(pod, name, "Warning", events.FAILED_TO_CREATE_CONTAINER, f"Error: {exc}")
             log.warning("CreateContainerConfigError: %s", exc, extra={**self.fields, "container": name})
             return RETRY_MAX
-        message_file = termination_message.prepare(deps.node.root_dir, pod, container, restart_count)
+        message_file = self.message_files.get((name, restart_count), "")
+        if message_file == "":  # not made with the pod's /etc/hosts (_pod_network)
+            message_file = await trio.to_thread.run_sync(
+                termination_message.prepare, deps.node.root_dir, pod, container, restart_count
+            )
         if message_file is not None:
             config.mounts.append(
                 api_pb2.Mount(container_path=container.termination_message_path, host_path=message_file)
@@ -145,9 +150,13 @@ class ContainerStarts:
         if self.deps.objects is not None:
             self.deps.objects.release(self.uid)
 
-    async def _pod_network(self, pod: Pod, runtime: PodRuntimeStatus, sandbox_id: str, *, fresh: bool) -> None:
+    async def _pod_network(
+        self, pod: Pod, runtime: PodRuntimeStatus, sandbox_id: str, starting: Sequence[Container], *, fresh: bool
+    ) -> None:
         """The pod's IPs (the node's for host network) and its /etc/hosts, before its
-        containers are created (Go reads the new sandbox's status for them)."""
+        containers are created (Go reads the new sandbox's status for them); in the same
+        thread, the termination message files of the containers `starting` (see
+        self.message_files)."""
         if pod.spec.host_network:
             ips = [self.deps.node.host_ip]
         elif not fresh and runtime.ip:
@@ -159,13 +168,28 @@ class ContainerStarts:
         self.pod_ips = ips
         if self.setup is not None:
             self.setup.facts = pod_facts(pod, self.deps, ips)
-        try:
-            self.hosts_file = await trio.to_thread.run_sync(write_hosts_file, pod, self.deps, ips)
-        except OSError as exc:
+        attempts = [(c, restart_count_for(runtime, c.name)) for c in starting]
+        root_dir = self.deps.node.root_dir
+
+        def write() -> tuple[str | OSError, dict[tuple[str, int], str | None]]:
+            # Files on the node's disk, off the event loop: a mkdir on a disk busy with the
+            # runtime's snapshots can take milliseconds, and would hold every pod's worker.
+            # One thread for all: each hand-off costs a wake-up, and on a loaded node a
+            # wake-up waits for a CPU. A message file made for an attempt that does not
+            # happen (back-off, a failed image) is empty, and the next attempt truncates it.
+            try:
+                hosts: str | OSError = write_hosts_file(pod, self.deps, ips)
+            except OSError as exc:
+                hosts = exc
+            files = {(c.name, n): termination_message.prepare(root_dir, pod, c, n) for c, n in attempts}
+            return hosts, files
+
+        hosts, self.message_files = await trio.to_thread.run_sync(write)
+        if isinstance(hosts, OSError):
             self.hosts_file = None  # each container start then fails, naming why
-            self.hosts_error = f"kubelet-managed /etc/hosts: {exc.strerror or exc}"
+            self.hosts_error = f"kubelet-managed /etc/hosts: {hosts.strerror or hosts}"
         else:
-            self.hosts_error = None
+            self.hosts_file, self.hosts_error = hosts, None
 
     async def _container_config(self, pod: Pod, container: Container, image: str, restart_count: int):
         """The CRI config of one container: its environment and mounts resolved, its user

@@ -104,6 +104,8 @@ class PodTermination:
         gone) does not cut the others short; the first failure is raised after all have
         ended, as a plain CriError, so that the worker retries the whole step with back-off
         (a group of errors would crash the worker and lose a TerminatePod)."""
+        if not stops:
+            return  # most syncs: no nursery to open
         failures: list[CriError] = []
 
         async def stop(container: ContainerRuntimeStatus, grace: int) -> None:

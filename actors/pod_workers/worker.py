@@ -101,6 +101,9 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         self.setup: PodSetup | None = None  # this sync's objects, volumes and facts
         self.pod_ips: list[str] = []
         self.hosts_file: str | None = None
+        # (container, restart count) -> its termination message file (None: it has no
+        # terminationMessagePath), made with the pod's /etc/hosts before this sync's starts.
+        self.message_files: dict[tuple[str, int], str | None] = {}
         self.mount_retry = ExponentialBackoff(MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX)
         self.deadline_reported = False
         self.volumes_released = False
@@ -317,7 +320,11 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
             self.deps.metrics.started_pods.inc()
             log.log(V(2), "pod sandbox created", extra={**self.fields, "sandbox": sandbox_id})
         if actions.init_containers_to_start or actions.containers_to_start:
-            await self._pod_network(pod, runtime, sandbox_id, fresh=actions.create_sandbox)
+            starting = [
+                *(pod.spec.init_containers[i] for i in actions.init_containers_to_start),
+                *(pod.spec.containers[i] for i in actions.containers_to_start),
+            ]
+            await self._pod_network(pod, runtime, sandbox_id, starting, fresh=actions.create_sandbox)
         by_id = {c.id: c for c in runtime.containers}
         stops = []
         for kill in actions.containers_to_kill:

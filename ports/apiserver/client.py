@@ -13,12 +13,13 @@ import sys
 import time
 from collections import deque
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import httpx
 import msgspec
 import trio
+
+from pykubelet.messages.version import VERSION
 
 from .errors import ApiError, ApiUnavailable, ProtocolError, error_from_status, unavailable
 from .kubeconfig import Credentials, TokenFile
@@ -43,12 +44,8 @@ _GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "ar
 
 def default_user_agent() -> str:
     """pykubelet/<version> (<os>/<arch>) kubelet, shaped like client-go's."""
-    try:
-        ours = version("pykubelet")
-    except PackageNotFoundError:
-        ours = "unknown"
     machine = platform.machine().lower()
-    return f"pykubelet/{ours} ({sys.platform}/{_GOARCH.get(machine, machine)}) kubelet"
+    return f"pykubelet/{VERSION} ({sys.platform}/{_GOARCH.get(machine, machine)}) kubelet"
 
 
 class ApiClient:

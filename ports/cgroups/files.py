@@ -80,6 +80,15 @@ def mkdir(path: str, folder: str) -> None:
 
 
 def mkdirs(path: str, mount: str, parts: list[str]) -> None:
+    # The last level first: a pod's parents (kubepods, its QoS tier) are there already,
+    # and one mkdir a hierarchy is cheaper than one a level.
+    try:
+        os.mkdir("/".join((mount, *parts)), 0o755)
+        return
+    except FileExistsError:
+        return
+    except OSError:
+        pass  # a parent is missing (or the mount): level by level, naming what fails
     if not os.path.isdir(mount):
         raise CgroupError(path, mount, "the hierarchy's mount point is gone; is the cgroup filesystem mounted?")
     folder = mount

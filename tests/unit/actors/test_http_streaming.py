@@ -55,3 +55,28 @@ async def test_an_upgrade_gets_the_connection_and_what_followed_the_head(autojum
     )
     assert answer == b"HTTP/1.1 101 Switching Protocols\r\n\r\nhello"
     assert seen == {"already": b"early bytes", "head": ("POST", "/exec/ns/pod/c?command=sh", b"SPDY/3.1")}
+
+
+async def test_a_kept_alive_connection_holds_no_answer_while_it_waits_for_the_next_request(autojump_clock):
+    # /pods with 110 pods is 245 kB: a client that keeps its connection must not pin it.
+    import gc
+    import weakref
+
+    answers: list[weakref.ref] = []
+
+    async def handler(request: Request) -> Response:
+        response = Response(200, b"x" * 1000)
+        answers.append(weakref.ref(response))
+        return response
+
+    client, server = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve_connection, server, handler)
+        await client.send_all(b"GET /pods HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = bytearray()
+        while not received.endswith(b"x" * 1000):
+            received += await client.receive_some(65536)
+        await trio.sleep(0.1)  # the server is back waiting for the next request
+        gc.collect()
+        assert answers[0]() is None
+        nursery.cancel_scope.cancel()

@@ -324,8 +324,12 @@ def test_create_writes_every_limit_and_reads_back(scratch):
             assert s.read("hugetlb", s.pod, f"hugetlb.1GB.{suffix}") == "0"  # not named: 0, as Go
     if v1 and s.has("cpuset"):
         parent = s.read("cpuset", "", "cpuset.cpus"), s.read("cpuset", "", "cpuset.mems")
+        balanced = s.read("cpuset", "", "cpuset.sched_load_balance")
         for level in (s.top, f"{s.top}/burstable", s.pod):  # each new level got its parent's
             assert (s.read("cpuset", level, "cpuset.cpus"), s.read("cpuset", level, "cpuset.mems")) == parent
+            # Under a load-balancing root the flag is irrelevant, and off spares a rebuild
+            # of the node's scheduler domains; under a root that does not balance, untouched.
+            assert s.read("cpuset", level, "cpuset.sched_load_balance") == ("0" if balanced == "1" else "1")
     if not v1:
         with open(f"{s.mode.unified}{s.top}/cgroup.subtree_control") as f:
             assert set(f.read().split()) >= {c for c in ("cpu", "cpuset", "memory", "hugetlb", "pids") if s.has(c)}

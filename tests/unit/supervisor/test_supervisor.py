@@ -143,6 +143,48 @@ async def test_restarts_spread_beyond_the_period_do_not_escalate(autojump_clock,
         nursery.cancel_scope.cancel()
 
 
+async def test_per_child_intensity_lets_isolated_crashes_of_several_children_add_up(autojump_clock, journal):
+    # Three children crash twice each within the period: six restarts, above the
+    # supervisor-wide budget of two, but no child needed more than two.
+    tree = Supervisor(
+        "root",
+        [journal.actor("a"), journal.actor("b"), journal.actor("c")],
+        intensity=RestartIntensity(max_restarts=2, period=10, per_child=True),
+        backoff=NO_BACKOFF,
+    )
+    async with trio.open_nursery() as nursery:
+        await run_tree(nursery, tree)
+        for _ in range(2):
+            for name in "abc":
+                journal.crash(name)
+                await settle()
+        assert [c.restarts for c in tree.snapshot().children] == [2, 2, 2]
+        assert all(c.state == "running" for c in tree.snapshot().children)
+        nursery.cancel_scope.cancel()
+
+
+async def test_per_child_intensity_still_gives_up_on_one_crash_looping_child(autojump_clock, journal):
+    tree = Supervisor(
+        "root",
+        [journal.actor("a"), journal.actor("b")],
+        intensity=RestartIntensity(max_restarts=2, period=10, per_child=True),
+        backoff=NO_BACKOFF,
+    )
+    gave_up = pytest.RaisesExc(
+        RestartIntensityExceeded,
+        match=r"supervisor root gave up: 3 restarts of root/b within 10s, the last \(Boom: b failed\)",
+    )
+    with pytest.RaisesGroup(gave_up):
+        async with trio.open_nursery() as nursery:
+            await run_tree(nursery, tree)
+            journal.crash("a")  # a's restart is a's own: b's budget is untouched
+            await settle()
+            for _ in range(3):
+                journal.crash("b")
+                await settle()
+    assert journal.lines.count("start b") == 3
+
+
 async def test_nested_supervisor_escalates_to_its_parent_which_restarts_it(
     autojump_clock, journal
 ):
@@ -486,4 +528,33 @@ async def test_a_restarted_supervisor_forgets_the_addresses_of_its_dynamic_child
         await settle()
         assert "root/workers/w1" not in tree.registry
         assert "root/workers/static" in tree.registry  # a static child keeps its mailbox
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_error_raised_beside_the_cancellation_of_a_stopped_child_stays_inside_its_supervisor(
+    autojump_clock, journal
+):
+    # Found by the soak: the sync loop's start_child failed (the pod workers' supervisor was
+    # restarting) while the root was stopping the sync loop for that same restart, so its
+    # nursery raised a group of that error and Cancelled. The incarnation's cancel scope
+    # took the Cancelled out, and the rest escaped the supervisor: the daemon exited.
+    async def fails_while_stopped(ctx) -> None:
+        journal.lines.append("start b")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever)
+            try:
+                await trio.sleep_forever()
+            finally:
+                raise Boom("b failed while being stopped")
+
+    tree = Supervisor("root", [journal.actor("a"), ChildSpec("b", fails_while_stopped)], strategy="rest_for_one",
+                      backoff=NO_BACKOFF)
+    async with trio.open_nursery() as nursery:
+        await run_tree(nursery, tree)
+        journal.crash("a")  # rest_for_one: b is stopped and started again
+        await settle()
+        await tree.restart_child("b")  # an operator's restart stops it too
+        await settle()
+        assert journal.lines.count("start b") == 3
+        assert [c.state for c in tree.snapshot().children] == ["running", "running"]
         nursery.cancel_scope.cancel()
