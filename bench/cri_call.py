@@ -1,16 +1,26 @@
 """CPU per unary CRI call: ways of calling grpcio from trio, against raw blocking grpcio.
 
-    python bench/cri_call.py [--calls 2000] [--rounds 5] [--method Version|ListPodSandbox]
-                             [--candidates a,b,...] [--concurrency 1] [--embedded]
+    python bench/cri_call.py [--calls 2000] [--rounds 5] [--method Version|ListPodSandbox|ExecSync]
+                             [--candidates a,b,...] [--concurrency 1] [--period 0] [--embedded]
+    python bench/cri_call.py --method ExecSync --calls 200 --candidates client,aio-thread
+    python bench/cri_call.py --method ExecSync --calls 600 --concurrency 30 --period 1 \
+        --candidates client                 # 30 exec liveness probes a second, as the daemon runs them
 
 Needs what the integration tests need for containerd; starts its own private containerd
-under /tmp (no images) and ends it, whatever happens. --embedded measures against the
-embedded runtime's CRI server instead.
+under /tmp and ends it, whatever happens. --embedded measures against the embedded
+runtime's CRI server instead. --method ExecSync first imports the test images
+(tests/support/images.py, built locally, nothing pulled) and starts one host-network busybox
+container that every call execs `true` in, with a command timeout as an exec liveness probe
+sends one (30 s here, so that a loaded machine does not fail the bench; the value changes
+nothing on the client's side); the CPU figures are the client process's only (containerd's
+exec, runc and its shim are other processes).
 
 Each round starts one child process per candidate (in a shuffled order), so that no
 candidate inherits another's grpc threads or asyncio poller. A child makes --calls calls of
---method, from --concurrency trio tasks at once (1: one after the other), and measures the process's CPU time (time.process_time: all
-threads, user + system) over them: first raw blocking grpcio calls in a plain loop (the
+--method, from --concurrency trio tasks at once (1: one after the other; with --period S,
+each task calls once every S seconds, woken at the 50 ms marks the daemon's probe workers
+wake at, as --concurrency probes of period S would), and measures the process's CPU time
+(time.process_time: all threads, user + system) over them: first raw blocking grpcio calls in a plain loop (the
 baseline), then the candidate, then the baseline again; its figure is the candidate's CPU
 per call over the mean of its two baselines. Wall time is printed for context only: the
 machine is shared, CPU time is the figure. Figures: median over rounds.
@@ -32,6 +42,13 @@ Candidates (all on one channel to the unix socket, wait_for_ready=False, with a 
   aio-plain      grpc.aio awaited in a plain asyncio loop, no trio: the floor of aio-thread
   client         CriClient as shipped (metrics, typed errors): the product figure. Run with
                  PYTHONPATH pointing at another checkout's pykubelet to measure its port
+  client-cq      the same with GRPC_EXPERIMENTS=-event_engine_client: client sockets
+                 read and written by the completion-queue poller instead of grpc's
+                 EventEngine threads (measured, not shipped: docs/performance.md)
+
+Every child runs with grpc's defaults (this process's environment), its baseline included,
+but client-cq's, whose child and baseline run with that experiment turned off. Each row's
+ratio is against the baseline of its own children.
 """
 
 from __future__ import annotations
@@ -39,6 +56,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -52,9 +70,12 @@ if str(REPO) not in sys.path:
 
 CANDIDATES = (
     "trio-asyncio", "to-thread", "to-thread-lim", "worker", "future", "future-kept", "aio-thread", "aio-plain",
-    "client",
+    "client", "client-cq",
 )
-TIMEOUT = 10.0
+TIMEOUT = 60.0  # a deadline only: a loaded machine makes ExecSync slow
+EXEC_COMMAND = ["true"]
+EXEC_TIMEOUT = 30  # seconds: the command's own timeout, as an exec probe sends its timeoutSeconds
+CONTAINER = ""  # --container: the running container ExecSync execs in (set in the child)
 
 
 # -- the child: one candidate ----------------------------------------------------------
@@ -67,7 +88,13 @@ def _request(method: str):
         return api_pb2.VersionRequest(version="0.1.0")
     if method == "ListPodSandbox":
         return api_pb2.ListPodSandboxRequest()
-    raise SystemExit(f"--method {method!r}: Version or ListPodSandbox")
+    if method == "ExecSync":
+        return api_pb2.ExecSyncRequest(container_id=CONTAINER, cmd=EXEC_COMMAND, timeout=EXEC_TIMEOUT)
+    raise SystemExit(f"--method {method!r}: Version, ListPodSandbox or ExecSync")
+
+
+def _warm_up(calls: int) -> int:
+    return min(calls // 5, 200)
 
 
 def _baseline(endpoint: str, method: str, calls: int) -> float:
@@ -79,7 +106,7 @@ def _baseline(endpoint: str, method: str, calls: int) -> float:
     request = _request(method)
     with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
         rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
-        for _ in range(min(calls, 200)):
+        for _ in range(_warm_up(calls)):
             rpc(request, timeout=TIMEOUT, wait_for_ready=False)
         started = time.process_time()
         for _ in range(calls):
@@ -88,16 +115,26 @@ def _baseline(endpoint: str, method: str, calls: int) -> float:
 
 
 CONCURRENCY = 1  # --concurrency: trio tasks calling at once (the baseline stays one loop)
+PERIOD = 0.0  # --period: seconds between one task's calls (0: back to back)
 
 
 async def _timed(call, calls: int) -> tuple[float, float]:
     import trio
 
     async def caller(count: int) -> None:
-        for _ in range(count):
-            await call()
+        if not PERIOD:
+            for _ in range(count):
+                await call()
+            return
+        from pykubelet.actors.probes.worker import PROBE_TIMER_SLACK, coalesced
 
-    for _ in range(min(calls, 200)):
+        next_at = trio.current_time() + random.uniform(0, PERIOD)  # the probe workers' jitter
+        for _ in range(count):
+            await trio.sleep_until(coalesced(next_at, PROBE_TIMER_SLACK))
+            await call()
+            next_at += PERIOD
+
+    for _ in range(_warm_up(calls)):
         await call()
     started, wall = time.process_time(), time.perf_counter()
     async with trio.open_nursery() as nursery:
@@ -348,7 +385,11 @@ async def _client(endpoint: str, method: str, calls: int) -> tuple[float, float]
         if hasattr(client_module, "trio_asyncio"):  # the port before it left trio-asyncio
             await stack.enter_async_context(client_module.trio_asyncio.open_loop())
         cri = await stack.enter_async_context(CriClient(endpoint, request_timeout=TIMEOUT, metrics=metrics))
-        call = cri.version if method == "Version" else cri.list_pod_sandbox
+        if method == "ExecSync":
+            async def call():
+                return await cri.exec_sync(CONTAINER, EXEC_COMMAND, EXEC_TIMEOUT)
+        else:
+            call = cri.version if method == "Version" else cri.list_pod_sandbox
         return await _timed(call, calls)
 
 
@@ -366,7 +407,7 @@ def _aio_plain(endpoint: str, method: str, calls: int) -> tuple[float, float]:
     async def main() -> tuple[float, float]:
         async with grpc.aio.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
             rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
-            for _ in range(min(calls, 200)):
+            for _ in range(_warm_up(calls)):
                 await rpc(request, timeout=TIMEOUT, wait_for_ready=False)
             started, wall = time.process_time(), time.perf_counter()
             for _ in range(calls):
@@ -380,11 +421,15 @@ def _aio_plain(endpoint: str, method: str, calls: int) -> tuple[float, float]:
         loop.close()
 
 
-def child(candidate: str, endpoint: str, method: str, calls: int, concurrency: int) -> dict:
+def child(
+    candidate: str, endpoint: str, method: str, calls: int, concurrency: int, container: str, period: float
+) -> dict:
     import trio
 
-    global CONCURRENCY
+    global CONCURRENCY, CONTAINER, PERIOD
     CONCURRENCY = concurrency
+    PERIOD = period
+    CONTAINER = container
 
     before = _baseline(endpoint, method, calls)
     if candidate == "trio-asyncio":
@@ -401,7 +446,7 @@ def child(candidate: str, endpoint: str, method: str, calls: int, concurrency: i
         cpu, wall = _aio_plain(endpoint, method, calls)
     elif candidate == "aio-thread":
         cpu, wall = trio.run(_aio_thread, endpoint, method, calls)
-    elif candidate == "client":
+    elif candidate in ("client", "client-cq"):
         cpu, wall = trio.run(_client, endpoint, method, calls)
     else:
         raise SystemExit(f"unknown candidate {candidate!r}; one of {', '.join(CANDIDATES)}")
@@ -412,7 +457,50 @@ def child(candidate: str, endpoint: str, method: str, calls: int, concurrency: i
 # -- the parent: containerd, rounds, the table ------------------------------------------
 
 
-def run_rounds(endpoint: str, args: argparse.Namespace) -> dict[str, list[dict]]:
+def exec_target(endpoint: str, *, embedded: bool) -> str:
+    """A running container to exec in: a host-network pod with one busybox container (the
+    embedded runtime runs the command on the host, no image). Removed with the runtime."""
+    import uuid
+
+    import trio
+    from cri_api.v1 import api_pb2
+
+    from pykubelet.ports.cri import CriClient
+    from tests.support.containerd import BUSYBOX_IMAGE
+    from tests.support.pods import TRAPPING_LOOP
+
+    sandbox = api_pb2.PodSandboxConfig(
+        metadata=api_pb2.PodSandboxMetadata(name="exec-bench", namespace="default", uid=str(uuid.uuid4())),
+        linux=api_pb2.LinuxPodSandboxConfig(security_context=api_pb2.LinuxSandboxSecurityContext(
+            namespace_options=api_pb2.NamespaceOption(network=api_pb2.NODE))),
+    )
+    container = api_pb2.ContainerConfig(
+        metadata=api_pb2.ContainerMetadata(name="main"),
+        image=api_pb2.ImageSpec(image="" if embedded else BUSYBOX_IMAGE),
+        command=TRAPPING_LOOP,
+    )
+
+    async def start() -> str:
+        async with CriClient(endpoint, request_timeout=60) as cri:
+            sandbox_id = await cri.run_pod_sandbox(sandbox)
+            container_id = await cri.create_container(sandbox_id, container, sandbox)
+            await cri.start_container(container_id)
+            result = await cri.exec_sync(container_id, EXEC_COMMAND, EXEC_TIMEOUT)
+            if result.exit_code != 0:
+                raise SystemExit(f"exec {EXEC_COMMAND} in the bench container exited {result.exit_code}")
+            return container_id
+
+    return trio.run(start)
+
+
+def child_env(candidate: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if candidate == "client-cq":
+        env["GRPC_EXPERIMENTS"] = "-event_engine_client"
+    return env
+
+
+def run_rounds(endpoint: str, args: argparse.Namespace, container: str = "") -> dict[str, list[dict]]:
     candidates = [c for c in args.candidates.split(",") if c]
     results: dict[str, list[dict]] = {c: [] for c in candidates}
     for round_number in range(args.rounds):
@@ -420,8 +508,9 @@ def run_rounds(endpoint: str, args: argparse.Namespace) -> dict[str, list[dict]]
         for candidate in order:
             out = subprocess.run(
                 [sys.executable, __file__, "--child", candidate, "--endpoint", endpoint,
-                 "--method", args.method, "--calls", str(args.calls), "--concurrency", str(args.concurrency)],
-                capture_output=True, text=True,
+                 "--method", args.method, "--calls", str(args.calls), "--concurrency", str(args.concurrency),
+                 "--period", str(args.period), "--container", container],
+                capture_output=True, text=True, env=child_env(candidate),
             )
             if out.returncode:
                 raise SystemExit(f"candidate {candidate} failed:\n{out.stderr}")
@@ -440,14 +529,16 @@ def report(results: dict[str, list[dict]], args: argparse.Namespace, target: str
     baselines = [f["baseline"] for figures in results.values() for f in figures]
     print()
     print(f"{args.method} against {target}, {args.calls} calls x {args.rounds} rounds, "
-          f"{args.concurrency} caller(s) at once "
+          f"{args.concurrency} caller(s) at once" + (f", each once every {args.period:g} s " if args.period else " ") +
           f"(median over rounds; CPU = process time, all threads)")
     print(f"  {'raw grpcio blocking':22} {statistics.median(baselines) * 1e3:6.3f} ms CPU/call   x1.00 (baseline)")
     for candidate, figures in results.items():
         cpu = statistics.median(f["cpu"] for f in figures)
         ratio = statistics.median(f["cpu"] / f["baseline"] for f in figures)
         wall = statistics.median(f["wall"] for f in figures)
-        print(f"  {candidate:22} {cpu * 1e3:6.3f} ms CPU/call   x{ratio:.2f}   (wall {wall * 1e3:.3f} ms)")
+        own = statistics.median(f["baseline"] for f in figures)
+        print(f"  {candidate:22} {cpu * 1e3:6.3f} ms CPU/call   x{ratio:.2f}   (wall {wall * 1e3:.3f} ms; "
+              f"its children's baseline {own * 1e3:.3f} ms)")
 
 
 def main() -> None:
@@ -456,14 +547,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--method", default="Version")
     parser.add_argument("--candidates", default=",".join(CANDIDATES))
+    parser.add_argument("--period", type=float, default=0.0,
+                        help="seconds between one caller's calls, at the probe workers' 50 ms marks (default 0: "
+                        "back to back; trio candidates only, the baseline stays back to back)")
     parser.add_argument("--concurrency", type=int, default=1,
                         help="trio tasks calling at once (default 1; aio-plain stays sequential)")
     parser.add_argument("--embedded", action="store_true", help="the embedded runtime, not containerd")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--container", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.endpoint, args.method, args.calls, args.concurrency)))
+        print(json.dumps(child(
+            args.child, args.endpoint, args.method, args.calls, args.concurrency, args.container, args.period
+        )))
         return
     if args.embedded:
         from tests.support.embedded import EmbeddedRuntimeInstance
@@ -471,17 +568,22 @@ def main() -> None:
         runtime = EmbeddedRuntimeInstance()
         try:
             endpoint = runtime.start()
-            report(run_rounds(endpoint, args), args, "the embedded runtime")
+            container = exec_target(endpoint, embedded=True) if args.method == "ExecSync" else ""
+            report(run_rounds(endpoint, args, container), args, "the embedded runtime")
         finally:
             runtime.cleanup()
         return
-    from tests.support.containerd import PrivateContainerd, check_prerequisites
+    from tests.support.containerd import PrivateContainerd, build_and_import_images, check_prerequisites
 
     check_prerequisites()
     containerd = PrivateContainerd()
     try:
         containerd.start()
-        report(run_rounds(containerd.endpoint, args), args, "containerd")
+        container = ""
+        if args.method == "ExecSync":
+            build_and_import_images(containerd)
+            container = exec_target(containerd.endpoint, embedded=False)
+        report(run_rounds(containerd.endpoint, args, container), args, "containerd")
     finally:
         containerd.stop()
 

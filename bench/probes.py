@@ -4,6 +4,7 @@ how much slower a probe is than the same call made directly, in the same run.
     python bench/probes.py [--pods 110] [--seconds 60] [--max-pods 110] [--settle 5]
     python bench/probes.py --pods 10 --seconds 15          # a quick run
     python bench/probes.py --liveness tcp                  # tcpSocket liveness instead of exec
+    python bench/probes.py --pods 30 --readiness none      # exec liveness alone: CPU per exec probe
 
 Needs root, containerd, runc, busybox-static and gcc (as the integration tests); starts its
 own private containerd and daemon (--node-ip=127.0.0.1) under /tmp and ends both, whatever
@@ -18,7 +19,8 @@ other, on the same daemon:
 2. With probes: those pods removed (gone from /pods), then --pods new ones (other ports)
    whose container has a readiness probe `httpGet /ready port <its port>` and a liveness
    probe `exec cat /www/ready` (with --liveness tcp: `tcpSocket <its port>`), both
-   periodSeconds 1 (timeout 1 s, the default); once /pods
+   periodSeconds 1 (timeout 1 s, the default; with --readiness none no readiness probe, so
+   that the CPU per probe run is the liveness probe's alone); once /pods
    shows them all Ready (condition Ready True, i.e. the readiness probe passed), --settle
    seconds, then a window of --seconds; after it, /pods read again: all still Ready, no
    restarts?
@@ -115,7 +117,7 @@ DEFAULT_BOUNDS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.
 # -- the pods ------------------------------------------------------------------------------------
 
 
-def web_pod(name: str, port: int, probes: bool, liveness: str) -> dict:
+def web_pod(name: str, port: int, probes: bool, liveness: str, readiness: str = "http") -> dict:
     """busybox httpd on 127.0.0.1:<port> serving /www/ready; stops at once on SIGTERM."""
     script = (
         f"mkdir -p /www; echo ok > /www/ready; httpd -f -p 127.0.0.1:{port} -h /www & pid=$!; "
@@ -124,7 +126,8 @@ def web_pod(name: str, port: int, probes: bool, liveness: str) -> dict:
     extra = {}
     if probes:
         extra = {
-            "readinessProbe": {"httpGet": {"path": "/ready", "port": port}, "periodSeconds": 1},
+            **({"readinessProbe": {"httpGet": {"path": "/ready", "port": port}, "periodSeconds": 1}}
+               if readiness == "http" else {}),
             "livenessProbe": {
                 **({"exec": {"command": LIVENESS_COMMAND}} if liveness == "exec" else {"tcpSocket": {"port": port}}),
                 "periodSeconds": 1,
@@ -151,7 +154,8 @@ def _restarts(pod: dict) -> int:
 
 
 def start_pods(
-    daemon: BenchDaemon, prefix: str, ports: list[int], probes: bool, timeout: float, liveness: str
+    daemon: BenchDaemon, prefix: str, ports: list[int], probes: bool, timeout: float, liveness: str,
+    readiness: str = "http",
 ) -> tuple[list[Target], float]:
     """Write the manifests; wait until /pods shows every pod Ready. Returns the targets and
     the seconds that took."""
@@ -159,7 +163,7 @@ def start_pods(
     names = {f"{prefix}-{i}": port for i, port in enumerate(ports)}
     started = time.perf_counter()
     for name, port in names.items():
-        write_manifest(daemon.manifests, web_pod(name, port, probes, liveness))
+        write_manifest(daemon.manifests, web_pod(name, port, probes, liveness, readiness))
     while True:
         listed = daemon.client.pods()
         ready = {name for name in names if name in listed and _ready(listed[name])}
@@ -357,9 +361,10 @@ def ratio(a: float, b: float) -> float:
 
 
 def report(pods: int, base: Window, probed: Window, ready_seconds: float, after: dict[str, dict],
-           targets: list[Target], liveness: str) -> None:
+           targets: list[Target], liveness: str, readiness: str = "http") -> None:
     print(f"\n== daemon cost ({pods} pods; windows {base.seconds:.1f} s and {probed.seconds:.1f} s) ==")
-    print(f"{'':36}{'no probes':>14}{'2 probes/pod/s':>16}{'with/without':>14}")
+    per_pod = 2 if readiness == "http" else 1
+    print(f"{'':36}{'no probes':>14}{f'{per_pod} probes/pod/s':>16}{'with/without':>14}")
     rows = [
         ("RSS, median of 1 s samples", f"{statistics.median(base.rss) / MB:7.1f} MB",
          f"{statistics.median(probed.rss) / MB:7.1f} MB", statistics.median(probed.rss) / statistics.median(base.rss)),
@@ -387,7 +392,7 @@ def report(pods: int, base: Window, probed: Window, ready_seconds: float, after:
               "less the CPU without)")
 
     print(f"\n== probe latency against the same call made directly ({probed.seconds:.1f} s window) ==")
-    bounds = [le for le, _ in probe_figures(probed, "Readiness").buckets] or DEFAULT_BOUNDS
+    bounds = [le for le, _ in probe_figures(probed, "Liveness").buckets] or DEFAULT_BOUNDS
     for kind, direct, direct_base, what in (
         ("Readiness", probed.http, base.http, "httpGet /ready vs httpx GET of the same URL"),
         ("Liveness", probed.liveness, base.liveness,
@@ -395,6 +400,9 @@ def report(pods: int, base: Window, probed: Window, ready_seconds: float, after:
          else "tcpSocket vs a TCP connect to the same port, closed at once"),
     ):
         f = probe_figures(probed, kind)
+        if not f.count:
+            print(f"{kind}: no probes of this kind")
+            continue
         d50, d99 = p50_p99(direct)
         direct_buckets = bucketed(direct, bounds)
         b50, b99 = histogram_quantile(0.5, direct_buckets), histogram_quantile(0.99, direct_buckets)
@@ -456,6 +464,8 @@ def main() -> None:
     parser.add_argument("--keep-log", type=Path, help="copy the daemon's log here at the end")
     parser.add_argument("--liveness", choices=("exec", "tcp"), default="exec",
                         help="the liveness probe: exec cat (default) or tcpSocket on the pod's port")
+    parser.add_argument("--readiness", choices=("http", "none"), default="http",
+                        help="the readiness probe: httpGet (default) or none (the liveness probe alone)")
     args = parser.parse_args()
     if args.pods > args.max_pods:
         parser.error(f"--pods {args.pods} is more than --max-pods {args.max_pods}: the rest would be refused")
@@ -476,13 +486,13 @@ def main() -> None:
         remove_pods(daemon, targets, timeout)
         print(f"with probes: starting {args.pods} pods, waiting for all Ready ...", flush=True)
         targets, ready_seconds = start_pods(daemon, "probed", ports[args.pods :], probes=True, timeout=timeout,
-                                            liveness=args.liveness)
+                                            liveness=args.liveness, readiness=args.readiness)
         time.sleep(args.settle)
         print("with probes: window ...", flush=True)
         probed = run_window(daemon, containerd, targets, args.seconds, args.liveness)
         assert daemon.client is not None
         after = daemon.client.pods()
-        report(args.pods, base, probed, ready_seconds, after, targets, args.liveness)
+        report(args.pods, base, probed, ready_seconds, after, targets, args.liveness, args.readiness)
         print("cleaning up (containerd removes every sandbox) ...", flush=True)
 
 
