@@ -49,6 +49,7 @@ __all__ = [
     "histogram_quantile",
     "sums_by_label",
     "loop_pod",
+    "sleeping_pod",
     "met",
     "ms",
     "percentile",
@@ -126,6 +127,17 @@ def _uninterruptible() -> Iterator[None]:
 def loop_pod(name: str) -> dict:
     """A host-network busybox pod whose one container loops and exits at once on SIGTERM."""
     return pod_manifest(name, [container("loop", TRAPPING_LOOP)])
+
+
+# Sleeps until SIGTERM, then exits at once: no process started while it runs (the loop
+# above starts a sleep ten times a second: 5,000 processes a second at 500 pods, which
+# saturates a small machine by itself and measures that instead of the daemon).
+SLEEPING = ["sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait"]
+
+
+def sleeping_pod(name: str) -> dict:
+    """A host-network busybox pod whose one container sleeps and exits at once on SIGTERM."""
+    return pod_manifest(name, [container("sleep", SLEEPING)])
 
 
 class BenchDaemon(DaemonProcess):

@@ -10,8 +10,8 @@ own private containerd and daemon under /tmp and ends both, whatever happens.
 
 1. Idle: the daemon started with --max-pods and an empty manifest dir, left --settle
    seconds, then watched for --seconds.
-2. Steady: --pods busybox pods (hostNetwork, one container looping and exiting at once on
-   SIGTERM) written as manifests; once /pods shows them all Running, --settle seconds more,
+2. Steady: --pods busybox pods (hostNetwork, one container sleeping and exiting at once on
+   SIGTERM: no load of their own) written as manifests; once /pods shows them all Running, --settle seconds more,
    then watched for --seconds (and /pods read once after the window: all still Running?).
 
 Each window: RSS from /proc/<pid>/status VmRSS sampled every second (median and max); CPU
@@ -50,7 +50,7 @@ from _support import (  # noqa: E402
     histogram,
     histogram_delta,
     histogram_quantile,
-    loop_pod,
+    sleeping_pod,
     met,
     private_containerd,
     rss_bytes,
@@ -144,7 +144,7 @@ def start_pods(daemon: BenchDaemon, count: int, timeout: float) -> float:
     names = {f"density-{i}" for i in range(count)}
     started = time.perf_counter()
     for name in sorted(names):
-        write_manifest(daemon.manifests, loop_pod(name))
+        write_manifest(daemon.manifests, sleeping_pod(name))
     while True:
         running = {name for name, pod in daemon.client.pods().items() if pod.get("status", {}).get("phase") == "Running"}
         if names <= running:
