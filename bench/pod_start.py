@@ -8,8 +8,9 @@ Needs root, containerd, runc, busybox-static and gcc (as the integration tests);
 own private containerd and daemon (with --v=2, for the log events below) under /tmp and
 ends both, whatever happens.
 
-For N = 1 and N = 30 busybox pods (hostNetwork, one container running a loop that exits on
-SIGTERM, image imported beforehand), each round, interleaved so both see the same machine:
+For N = 1 and N = 30 busybox pods (hostNetwork, one container that sleeps and exits on
+SIGTERM, image imported beforehand; until 2026-11-27 12:14 UTC it looped, starting a sleep
+ten times a second, which at 500 pods saturated the machine by itself), each round, interleaved so both see the same machine:
 
 - pykubelet: N manifests written into the daemon's --pod-manifest-path (as fast as the
   writes go). The headline figure, per pod: manifest written (the moment pykubelet is told)
@@ -77,7 +78,7 @@ from _support import (  # noqa: E402
     NODE,
     BenchDaemon,
     cpu_seconds,
-    loop_pod,
+    sleeping_pod,
     met,
     ms,
     p50_p99,
@@ -141,7 +142,7 @@ def kubelet_round(daemon: BenchDaemon, names: list[str], poll: float) -> Kubelet
     cpu_before = cpu_seconds(daemon.pid)
     pods = []
     for name in names:
-        write_manifest(daemon.manifests, loop_pod(name))
+        write_manifest(daemon.manifests, sleeping_pod(name))
         pods.append(KubeletPod(name, time.perf_counter(), wall()))
     result = KubeletRound(pods)
     waiting = {pod.name: pod for pod in pods}
@@ -247,7 +248,7 @@ async def raw_configs(name: str, image_ref: str, node: RawNode):
     """The configs pykubelet sends for this manifest, without the managed label: the
     sandbox in its pod cgroup, the container with its CRI resources, /etc/hosts and
     termination message mounts (the cgroup and the files are made here, untimed)."""
-    manifest = json.dumps(loop_pod(name)).encode()
+    manifest = json.dumps(sleeping_pod(name)).encode()
     (pod,) = decode_manifests(manifest, origin=f"/bench/raw/{name}.json", source="file", node_name=NODE)
     sandbox = sandbox_config(pod, attempt=0, pod_logs_dir=node.pod_logs_dir)
     del sandbox.labels[MANAGED_LABEL]
