@@ -33,20 +33,13 @@ from pykubelet.pods.gc import (
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, POD_UID_LABEL, is_managed
 from pykubelet.ports.cgroups import CgroupError
 from pykubelet.ports.cri import CriCallError, CriClient, CriNotFound
+from pykubelet.ports.cri.pods import CONTAINER_STATES
 from pykubelet.supervisor.verbosity import V
 
 if TYPE_CHECKING:
     from .collector import DesiredPods, GcMetrics, GcSettings
 
 log = logging.getLogger("pykubelet.gc")
-
-_STATES = {
-    api_pb2.CONTAINER_CREATED: "created",
-    api_pb2.CONTAINER_RUNNING: "running",
-    api_pb2.CONTAINER_EXITED: "exited",
-    api_pb2.CONTAINER_UNKNOWN: "unknown",
-}
-
 
 class ContainerCollector:
     """One container round at a time; keeps nothing between rounds."""
@@ -208,7 +201,7 @@ def _container(c: api_pb2.Container) -> GcContainer:
         id=c.id,
         pod_uid=labels.get(POD_UID_LABEL, ""),
         name=labels.get(CONTAINER_NAME_LABEL, c.metadata.name),
-        state=_STATES.get(c.state, "unknown"),
+        state=CONTAINER_STATES.get(c.state, "unknown"),
         created_at=c.created_at / 1e9,
         sandbox_id=c.pod_sandbox_id,
         managed=is_managed(labels),
