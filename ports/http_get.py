@@ -58,12 +58,19 @@ _FIN_NOT_ACKED = frozenset({4, 9, 11})  # FIN_WAIT1, LAST_ACK, CLOSING
 
 
 async def dial_tcp(host: str, port: int, timeout: float = math.inf) -> socket.socket:
+    """open_tcp's socket, for a caller that closes it with close_socket(sock)."""
+    sock, _ = await open_tcp(host, port, timeout)
+    return sock
+
+
+async def open_tcp(host: str, port: int, timeout: float = math.inf) -> tuple[socket.socket, bool]:
     """A TCP connection to an IP literal, as a connected non-blocking socket carrying Go's
     probe linger (close it with close_socket). The bare socket, without
     trio.open_tcp_stream's nursery, name resolution and stream wrapping: what an httpGet or
     tcpSocket probe needs. A connection to a local peer is made within the connect call
     (the kernel runs the peer's side of the handshake there), and is then returned without
     waking trio's loop; otherwise it waits for the connect, up to `timeout` seconds.
+    Returns the socket and whether trio waited on it (close_socket needs to know).
     Raises DialError (DialTimeout past the timeout); a cancel closes the socket."""
     await trio.lowlevel.checkpoint_if_cancelled()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -80,18 +87,21 @@ async def dial_tcp(host: str, port: int, timeout: float = math.inf) -> socket.so
             raise DialError(f"dial tcp {host_port(host, port)}: connect: {_reason(exc)}") from exc
         if error == errno.EINPROGRESS:
             if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _ESTABLISHED:
-                return sock
+                return sock, False
             with trio.move_on_after(timeout):
                 await trio.lowlevel.wait_writable(sock)
                 error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if error == errno.EINPROGRESS:
                 raise DialTimeout(f"dial tcp {host_port(host, port)}: i/o timeout after {timeout:g}s")
+            waited = True
+        else:
+            waited = False
         if error:
             raise DialError(f"dial tcp {host_port(host, port)}: connect: {os.strerror(error).lower()}")
     except BaseException:
         close_socket(sock)
         raise
-    return sock
+    return sock, waited
 
 
 def host_port(host: str, port: int) -> str:
@@ -99,9 +109,12 @@ def host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def close_socket(sock: socket.socket) -> None:
-    """Close a probe's socket (one trio may be waiting on) without blocking the loop."""
-    trio.lowlevel.notify_closing(sock)
+def close_socket(sock: socket.socket, waited: bool = True) -> None:
+    """Close a probe's socket without blocking the loop. Unless trio never `waited` on it,
+    tell trio first (its bookkeeping of the fd; for one it never saw, that costs a failing
+    epoll_ctl and an exception per probe)."""
+    if waited:
+        trio.lowlevel.notify_closing(sock)
     finish_socket(sock)
     sock.close()
 

@@ -29,7 +29,7 @@ from pykubelet.ports.http_get import (
     HttpAnswer,
     HttpGetError,
     close_socket,
-    dial_tcp,
+    open_tcp,
     host_port,
     http_get,
 )
@@ -180,10 +180,10 @@ async def probe_tcp(host: str, port: int, timeout: float) -> ProbeAnswer:
     if address is None:
         return _not_an_ip(f"dial tcp {host_port(host, port)}", host)
     try:
-        sock = await dial_tcp(address, port, timeout)
+        sock, waited = await open_tcp(address, port, timeout)
     except DialError as error:  # refused, or no connection within the timeout
         return "failure", str(error)
-    close_socket(sock)
+    close_socket(sock, waited)
     return "success", ""
 
 
