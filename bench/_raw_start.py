@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +32,8 @@ from pykubelet.ports.cri.client import DEFAULT_REQUEST_TIMEOUT
 
 CRI_OPERATIONS = "kubelet_runtime_operations_duration_seconds"
 START_OPERATIONS = ("run_podsandbox", "create_container", "start_container")
-CLEANUP_BOUND = 32  # sandboxes stopped and removed at once after a round (untimed)
+CLEANUP_BOUND = 16  # sandboxes stopped and removed at once after a round (untimed)
+REMOVE_ATTEMPTS = 8
 
 
 @dataclass
@@ -155,10 +157,13 @@ class _RawPod:
         return sandbox_backoff.next_delay() if not self.sandbox_id else CONTAINER_RETRY
 
 
-async def raw_round(node: RawNode, names: list[str], bound: int, reads: bool = False) -> RawStart:
+async def raw_round(
+    node: RawNode, names: list[str], bound: int, reads: bool = False, on_started: Callable[[RawStart], None] = print
+) -> RawStart:
     """The N pods started through CRI alone, at most `bound` pods in flight (a pod holds
     its slot through its calls, not through a back-off wait); with `reads`, each pod also
-    makes the reads a pod worker makes around its calls (a diagnostic)."""
+    makes the reads a pod worker makes around its calls (a diagnostic). `on_started` is told
+    the figures before the pods are removed (a removal that fails loses no figure)."""
     registry = CollectorRegistry()
     async with CriClient(
         node.endpoint, request_timeout=DEFAULT_REQUEST_TIMEOUT, metrics=RuntimeOperationMetrics(registry)
@@ -193,13 +198,14 @@ async def raw_round(node: RawNode, names: list[str], bound: int, reads: bool = F
                 started = time.perf_counter()
                 for sandbox, config in configs:
                     nursery.start_soon(start_pod, _RawPod(sandbox, config), started)
+            cri_ops = sums_by_label(generate_latest(registry).decode(), CRI_OPERATIONS, "operation_type")
+            result.cri = {op: cri_ops[op] for op in START_OPERATIONS}
+            on_started(result)
         finally:
             with trio.CancelScope(shield=True):
                 await _remove_pods(cri, {sandbox.metadata.uid for sandbox, _ in configs})
                 for sandbox, _ in configs:
                     await node.containers.destroy_pod(sandbox.metadata.uid)
-        cri_ops = sums_by_label(generate_latest(registry).decode(), CRI_OPERATIONS, "operation_type")
-        result.cri = {op: cri_ops[op] for op in START_OPERATIONS}
         return result
 
 
@@ -232,13 +238,14 @@ async def _remove_pods(cri: CriClient, uids: set[str]) -> None:
 async def _remove_sandbox(cri: CriClient, sandbox_id: str) -> None:
     # StopPodSandbox stops its containers; RemovePodSandbox removes them with it. Under
     # heavy load (500 pods on 2 cores) containerd may still hold a container "in starting
-    # state" after StartContainer returned, and refuse the removal: try again a few times.
-    for attempt in range(5):
-        await cri.stop_pod_sandbox(sandbox_id)
+    # state" after StartContainer returned, and refuse the removal, or not answer a stop
+    # within the request timeout: try again a few times.
+    for attempt in range(REMOVE_ATTEMPTS):
         try:
+            await cri.stop_pod_sandbox(sandbox_id)
             await cri.remove_pod_sandbox(sandbox_id)
             return
         except CriError:
-            if attempt == 4:
+            if attempt == REMOVE_ATTEMPTS - 1:
                 raise
             await trio.sleep(2.0)

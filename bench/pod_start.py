@@ -204,19 +204,21 @@ def polled_raw_round(
     prefix = "rr" if reads else "raw"
     with polling_pods(daemon.admin_socket, poll):
         time.sleep(random.uniform(0.0, SCAN_PERIOD))
-        return trio.run(raw_round, node, [f"{prefix}{bound}-{name}" for name in names], bound, reads)
+        return trio.run(raw_round, node, [f"{prefix}{bound}-{name}" for name in names], bound, reads,
+                        _started if not reads else lambda start: None)
+
+
+def _started(start: RawStart) -> None:
+    print(f"    raw CRI, at most {start.bound} pods at once: all {len(start.latencies)} started in "
+          f"{ms(start.whole).strip()}, {len(start.retries)} calls retried, load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+    for retry in start.retries[:5]:
+        print(f"      retried: {retry}", flush=True)
 
 
 def raw_sweep(daemon: BenchDaemon, node: RawNode, names: list[str], poll: float, bounds: list[int]) -> RawStart:
     """One raw start at each bound (in a random order); the fastest is the baseline."""
-    starts = []
-    for bound in random.sample(bounds, len(bounds)):
-        start = polled_raw_round(daemon, node, names, poll, bound)
-        print(f"    raw CRI, at most {bound} pods at once: all {len(names)} started in {ms(start.whole).strip()}, "
-              f"{len(start.retries)} calls retried, load average {os.getloadavg()[0]:.1f}", flush=True)
-        for retry in start.retries[:5]:
-            print(f"      retried: {retry}", flush=True)
-        starts.append(start)
+    starts = [polled_raw_round(daemon, node, names, poll, bound) for bound in random.sample(bounds, len(bounds))]
     return min(starts, key=lambda start: start.whole)
 
 
