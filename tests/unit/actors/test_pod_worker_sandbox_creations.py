@@ -6,18 +6,12 @@ from __future__ import annotations
 
 import msgspec
 import trio
-from prometheus_client import CollectorRegistry
 
-from pykubelet.actors.events import EventRecorder
-from pykubelet.actors.pod_statuses import PodStatuses
-from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps, pod_worker_actor
-from pykubelet.actors.probes.results import ProbeResults
-from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.actors.pod_workers import pod_worker_actor
 from pykubelet.messages.pod import Pod
-from pykubelet.pods.backoff import CrashLoopBackOff
-from pykubelet.ports.cri import RuntimeUnavailable, RuntimeVersion
+from pykubelet.ports.cri import RuntimeUnavailable
 from pykubelet.supervisor import ChildSpec, MailboxSpec
-from tests.support.actors import running
+from tests.support.actors import running, worker_deps
 
 ENDPOINT = "unix:///run/fake.sock"
 
@@ -62,15 +56,7 @@ def host_network_pod(uid: str) -> Pod:
 
 async def test_at_most_the_bound_of_sandboxes_are_created_at_once(autojump_clock, tmp_path):
     client = SlowSandboxes()
-    handle = RuntimeHandle(ENDPOINT)
-    handle.attach(client, RuntimeVersion("fake", "1", "v1", "0.1.0"))
-    deps = PodWorkerDeps(
-        runtime=handle, statuses=PodStatuses(), crash_backoff=CrashLoopBackOff(), image_backoff=CrashLoopBackOff(),
-        metrics=PodMetrics(CollectorRegistry()), events=EventRecorder(CollectorRegistry()),
-        probe_results=ProbeResults(),
-        node=NodeSettings(name="node1", host_ip="127.0.0.1", root_dir=str(tmp_path), pod_logs_dir=str(tmp_path / "l")),
-        sandbox_creations=trio.CapacityLimiter(2),
-    )
+    deps = worker_deps(client, str(tmp_path), sandbox_creations=trio.CapacityLimiter(2))
     uids = [f"u{i}" for i in range(5)]
     workers = [
         ChildSpec(uid, pod_worker_actor(uid, host_network_pod(uid), deps), mailbox=MailboxSpec(capacity=8, durable=True))
