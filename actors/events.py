@@ -129,13 +129,14 @@ class _Lru(Generic[K, V]):
             self._entries.popitem(last=False)
 
 
-@dataclass
+# Slotted: the correlator keeps one of each for every event key (two or more a pod).
+@dataclass(slots=True)
 class _Aggregate:
     messages: dict[str, None] = field(default_factory=dict)  # an ordered set
     last_seen: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Observation:
     count: int
     first_timestamp: str

@@ -30,13 +30,11 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from pykubelet.actors.container_manager import ContainerManager, ContainerManagerSettings
-from pykubelet.actors.event_sink import EventSinkMetrics, event_sink_actor
 from pykubelet.actors.events import EventRecorder
 from pykubelet.actors.eviction_manager import EvictionSettings, eviction_manager_actor
 from pykubelet.actors.gc import GarbageCollector, GcMetrics, GcSettings, gc_actor
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.log_rotation import LogRotationMetrics, LogRotationSettings, log_rotation_actor
-from pykubelet.actors.mirror_pods import mirror_pods_actor
 from pykubelet.actors.node_lease import NodeLeaseSettings, node_lease_actor
 from pykubelet.actors.node_pressure import NodePressure
 from pykubelet.actors.node_status import NodeStatusSettings, RegisteredNode, node_status_actor
@@ -59,9 +57,7 @@ from pykubelet.actors.server.stats import StatsProvider
 from pykubelet.actors.server.kubelet_api import KubeletApiSources, running_pods_from
 from pykubelet.actors.server.metrics import ActorTreeCollector
 from pykubelet.actors.sources.file import file_source_actor
-from pykubelet.actors.sources.api import api_source_actor
 from pykubelet.actors.sources.http import http_source_actor
-from pykubelet.actors.status_manager import status_manager_actor
 from pykubelet.actors.volumes import ObjectCache, TokenManager, VolumeManager, object_watches_actor
 from pykubelet.messages.pod import Pod
 from pykubelet.messages.api_server import ApiServerAnswersAgain, MirrorPodsMessage
@@ -70,7 +66,7 @@ from pykubelet.actors.sync_loop import DesiredPods, SyncLoopSettings, sync_loop_
 from pykubelet.messages.pod_updates import ObjectsChanged, SourcePods, SyncLoopMessage
 from pykubelet.pods.backoff import CrashLoopBackOff
 from pykubelet.pods.eviction_thresholds import NodeReclaim
-from pykubelet.ports.apiserver import ApiReachability, Credentials, RestClientMetrics
+from pykubelet.ports.apiserver import ApiReachability, RestClientMetrics
 from pykubelet.supervisor import (
     ChildSpec,
     MailboxFull,
@@ -83,6 +79,7 @@ from pykubelet.supervisor import (
 
 if TYPE_CHECKING:
     from pykubelet.ports.apiserver import ApiClient as Client
+    from pykubelet.ports.apiserver import Credentials
 
 ADMIN_SOCKET_NAME = "pykubelet.sock"
 
@@ -358,6 +355,11 @@ class Daemon:
         cluster = self.settings.cluster
         if cluster is None:
             return []
+        # Imported here, the one place that starts them: a standalone kubelet never loads them.
+        from pykubelet.actors.event_sink import EventSinkMetrics, event_sink_actor
+        from pykubelet.actors.mirror_pods import mirror_pods_actor
+        from pykubelet.actors.status_manager import status_manager_actor
+
         return [
             ChildSpec("object-watches", object_watches_actor(client=self.api, cache=self.objects)),
             ChildSpec(
@@ -407,6 +409,8 @@ class Daemon:
                 settings.pod_manifest_path, node_name=node_name, check_frequency=settings.file_check_frequency,
             )))
         if settings.cluster is not None:
+            from pykubelet.actors.sources.api import api_source_actor  # cluster mode only
+
             # The name is the source's: pod config counts sources by child name.
             sources.append(ChildSpec("api", api_source_actor(client=self.api, node_name=node_name)))
         if settings.manifest_url:

@@ -37,7 +37,6 @@ from pykubelet.messages.config_validation import parse_byte_quantity
 from pykubelet.messages.duration import enc_hook
 from pykubelet.messages.version import VERSION
 from pykubelet.ports import malloc
-from pykubelet.ports.apiserver import KubeconfigError, load_kubeconfig
 from pykubelet.ports.systemd_notify import NotifySocket
 from pykubelet.ports.serving_cert import ServingCertError, TlsSettings, server_context
 from pykubelet.supervisor import RestartIntensityExceeded
@@ -193,6 +192,8 @@ def cluster_settings(flags, config, root_dir: str) -> ClusterSettings | None:
     """Cluster mode when --kubeconfig is given; a broken kubeconfig is a configuration error."""
     if flags.kubeconfig is None:
         return None
+    from pykubelet.ports.apiserver import KubeconfigError, load_kubeconfig  # cluster mode only
+
     try:
         credentials = load_kubeconfig(flags.kubeconfig)
     except KubeconfigError as error:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import errno
 import functools
+import math
 import os
 import re
 import socket
 import ssl
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -41,33 +43,65 @@ class DialError(HttpGetError):
     """No TCP connection: "dial tcp <address>: connect: <reason>", as Go's dialer says it."""
 
 
-async def dial_tcp(host: str, port: int) -> socket.socket:
-    """A TCP connection to an IP literal, as a connected non-blocking socket (close it with
-    close_socket). The bare socket and trio's wait_writable, without trio.open_tcp_stream's
-    nursery, name resolution and stream wrapping: what an httpGet or tcpSocket probe needs,
-    at about half the CPU. Raises DialError; a cancel closes the socket."""
-    await trio.lowlevel.checkpoint()
+class DialTimeout(DialError):
+    """No TCP connection within the dial's timeout."""
+
+
+# Go's probe dialer (pkg/probe/dialer_others.go) sets SO_LINGER {on, 1 s} on every
+# httpGet, tcpSocket and grpc probe connection (kubernetes#89898, #115143): 1 s and not 0,
+# so that a probe's connection ends with a FIN, not a RST. pykubelet sets the same.
+PROBE_LINGER = struct.pack("ii", 1, 1)
+_NO_LINGER = struct.pack("ii", 0, 0)
+# The first byte of Linux's struct tcp_info is the connection's state (include/net/tcp_states.h).
+_ESTABLISHED = 1
+_FIN_NOT_ACKED = frozenset({4, 9, 11})  # FIN_WAIT1, LAST_ACK, CLOSING
+
+
+async def dial_tcp(host: str, port: int, timeout: float = math.inf) -> socket.socket:
+    """open_tcp's socket, for a caller that closes it with close_socket(sock)."""
+    sock, _ = await open_tcp(host, port, timeout)
+    return sock
+
+
+async def open_tcp(host: str, port: int, timeout: float = math.inf) -> tuple[socket.socket, bool]:
+    """A TCP connection to an IP literal, as a connected non-blocking socket carrying Go's
+    probe linger (close it with close_socket). The bare socket, without
+    trio.open_tcp_stream's nursery, name resolution and stream wrapping: what an httpGet or
+    tcpSocket probe needs. A connection to a local peer is made within the connect call
+    (the kernel runs the peer's side of the handshake there), and is then returned without
+    waking trio's loop; otherwise it waits for the connect, up to `timeout` seconds.
+    Returns the socket and whether trio waited on it (close_socket needs to know).
+    Raises DialError (DialTimeout past the timeout); a cancel closes the socket."""
+    await trio.lowlevel.checkpoint_if_cancelled()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    address = host_port(host, port)
     try:
         sock = socket.socket(family, socket.SOCK_STREAM)
     except OSError as error:
-        raise DialError(f"dial tcp {address}: socket: {_reason(error)}") from error
+        raise DialError(f"dial tcp {host_port(host, port)}: socket: {_reason(error)}") from error
     try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, PROBE_LINGER)
         sock.setblocking(False)
         try:
             error = sock.connect_ex((host, port))
         except OSError as exc:  # an address connect cannot use (an unknown IPv6 zone)
-            raise DialError(f"dial tcp {address}: connect: {_reason(exc)}") from exc
+            raise DialError(f"dial tcp {host_port(host, port)}: connect: {_reason(exc)}") from exc
         if error == errno.EINPROGRESS:
-            await trio.lowlevel.wait_writable(sock)
-            error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _ESTABLISHED:
+                return sock, False
+            with trio.move_on_after(timeout):
+                await trio.lowlevel.wait_writable(sock)
+                error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if error == errno.EINPROGRESS:
+                raise DialTimeout(f"dial tcp {host_port(host, port)}: i/o timeout after {timeout:g}s")
+            waited = True
+        else:
+            waited = False
         if error:
-            raise DialError(f"dial tcp {address}: connect: {os.strerror(error).lower()}")
+            raise DialError(f"dial tcp {host_port(host, port)}: connect: {os.strerror(error).lower()}")
     except BaseException:
         close_socket(sock)
         raise
-    return sock
+    return sock, waited
 
 
 def host_port(host: str, port: int) -> str:
@@ -75,10 +109,30 @@ def host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def close_socket(sock: socket.socket) -> None:
-    """Close a socket trio may be waiting on."""
-    trio.lowlevel.notify_closing(sock)
+def close_socket(sock: socket.socket, waited: bool = True) -> None:
+    """Close a probe's socket without blocking the loop. Unless trio never `waited` on it,
+    tell trio first (its bookkeeping of the fd; for one it never saw, that costs a failing
+    epoll_ctl and an exception per probe)."""
+    if waited:
+        trio.lowlevel.notify_closing(sock)
+    finish_socket(sock)
     sock.close()
+
+
+def finish_socket(sock: socket.socket) -> None:
+    """Send our FIN, and drop the linger if the peer has not acknowledged it yet.
+
+    With SO_LINGER on, Linux's close() waits, even on a non-blocking socket, until the
+    peer acknowledges the FIN, up to the linger time: a wait that would stall every task
+    of the daemon. A local peer's acknowledgement is processed before shutdown() returns,
+    so close() then has nothing to wait for; for a slow peer the linger goes first, which
+    changes nothing on the wire (Linux sends the same FIN either way)."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] in _FIN_NOT_ACKED:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _NO_LINGER)
+    except OSError:
+        pass  # never connected, or reset: there is no FIN to wait for
 
 
 class HttpAnswer(NamedTuple):
@@ -196,6 +250,7 @@ class _Connection:
 
     async def close(self) -> None:
         if self.tls is not None:
+            finish_socket(self.sock)
             await trio.aclose_forcefully(self.tls)
         else:
             close_socket(self.sock)

@@ -29,7 +29,7 @@ from pykubelet.ports.http_get import (
     HttpAnswer,
     HttpGetError,
     close_socket,
-    dial_tcp,
+    open_tcp,
     host_port,
     http_get,
 )
@@ -179,14 +179,12 @@ async def probe_tcp(host: str, port: int, timeout: float) -> ProbeAnswer:
     address = ip_literal(host)
     if address is None:
         return _not_an_ip(f"dial tcp {host_port(host, port)}", host)
-    with trio.move_on_after(timeout):
-        try:
-            sock = await dial_tcp(address, port)
-        except DialError as error:
-            return "failure", str(error)
-        close_socket(sock)
-        return "success", ""
-    return "failure", f"dial tcp {host_port(address, port)}: i/o timeout after {timeout:g}s"
+    try:
+        sock, waited = await open_tcp(address, port, timeout)
+    except DialError as error:  # refused, or no connection within the timeout
+        return "failure", str(error)
+    close_socket(sock, waited)
+    return "success", ""
 
 
 # -- grpc --------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from pykubelet.ports.probers import ProbeAnswer, run_probe
 from pykubelet.supervisor import ActorContext
 from pykubelet.supervisor.verbosity import V
 
+from . import wakeups
 from .metrics import ProbeMetrics
 from .results import ProbeResults
 
@@ -148,7 +149,7 @@ class ProbeWorker:
         started = trio.current_time() - max(0.0, time.time() - self.started_at)
         next_at = max(started + probe.initial_delay, trio.current_time() + self.jitter)
         while not (state.on_hold or state.done):
-            await trio.sleep_until(coalesced(next_at, PROBE_TIMER_SLACK))
+            await wakeups.sleep_until(coalesced(next_at, PROBE_TIMER_SLACK))
             if not is_gated(self.kind, self.container, self._started()):
                 await self._probe_once(ctx, probe, state)
             next_at += probe.period

@@ -17,12 +17,9 @@ from cri_api.v1 import api_pb2
 
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod import Pod, PodList
-from pykubelet.pods.container_logs import LogOptionsError, parse_log_options
 from pykubelet.pods.kubelet_auth import without_websocket_bearer_token
 from pykubelet.pods.labels import POD_UID_LABEL
-from pykubelet.ports.container_log_reader import container_log_path, previous_log_path, stream_container_log
 from pykubelet.ports.cri import CriError, CriNotFound
-from pykubelet.ports.upgrade_proxy import proxy_upgrade, streaming_url_is_local
 
 from .http import Request, Response
 
@@ -105,6 +102,10 @@ class DebuggingHandlers:
         if len(parts) != 3:
             return Response.text(400, f'Container name not specified: "{request.path}"\n')
         namespace, name, container = parts
+        # Imported by the first request for logs: a kubelet nobody asks never loads them.
+        from pykubelet.pods.container_logs import LogOptionsError, parse_log_options
+        from pykubelet.ports.container_log_reader import container_log_path, previous_log_path, stream_container_log
+
         try:
             options = parse_log_options(request.query)
         except LogOptionsError as exc:
@@ -226,6 +227,9 @@ class DebuggingHandlers:
         return Response(200, result.stdout + result.stderr)
 
     async def _proxy(self, request: Request, streaming_url) -> Response:
+        # Imported by the first exec, attach or port-forward: a kubelet nobody asks never loads it.
+        from pykubelet.ports.upgrade_proxy import proxy_upgrade, streaming_url_is_local
+
         try:
             url = await streaming_url(self.runtime.client)
         except CriNotFound as exc:

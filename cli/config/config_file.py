@@ -4,7 +4,6 @@ warning, defaulted as Go defaults it, paths made relative to the file."""
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from pathlib import Path
@@ -145,6 +144,8 @@ def _suggest(name: str, known: set[str], parent: str) -> str:
     by_case = {candidate.lower(): candidate for candidate in known}
     if name.lower() in by_case:
         return f' (did you mean "{prefix}{by_case[name.lower()]}"? names are case-sensitive)'
+    import difflib  # here: only a misspelled name needs it, a daemon that starts never loads it
+
     close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
     return f' (did you mean "{prefix}{close[0]}"?)' if close else ""
 

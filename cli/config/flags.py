@@ -5,7 +5,6 @@ spellings, and "did you mean" for an unknown flag."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import ipaddress
 from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Sequence
@@ -264,6 +263,8 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
 def stray_argument_error(stray: str, argv: list[str]) -> ConfigurationError:
     if stray.startswith("-") and stray != "-":
         name = stray.lstrip("-").partition("=")[0]
+        import difflib  # here: only a misspelled flag needs it, a daemon that starts never loads it
+
         close = difflib.get_close_matches(name, list(FLAGS_BY_NAME), n=1)
         hint = f"; did you mean --{close[0]}?" if close else "; see pykubelet run --help"
         return ConfigurationError(f"unknown flag {stray.partition('=')[0]}{hint}")

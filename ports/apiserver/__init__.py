@@ -1,8 +1,9 @@
 """The API-server port: kubeconfig loading, an async client of the Kubernetes API (httpx
 on trio) with client-go's rate limit and metrics, watches, and typed errors.
 
-The client (client.py, and with it httpx) is imported when one of its names is first
-asked for: a standalone kubelet, which has no API server, never loads it."""
+The client (client.py, and with it httpx) and the kubeconfig loader (kubeconfig.py) are
+imported when one of their names is first asked for: a standalone kubelet, which has no API
+server, never loads them."""
 
 import importlib
 from typing import TYPE_CHECKING
@@ -25,15 +26,17 @@ from .errors import (
     request_info,
     unavailable,
 )
-from .kubeconfig import ClientCertificate, Credentials, KubeconfigError, load_kubeconfig
 from .metrics import REQUEST_DURATION_BUCKETS, RestClientMetrics
 from .objects import PATCH_CONTENT_TYPES, PatchType, decode
 from .ratelimit import TokenBucket
 from .reachability import ApiReachability
 from .watch import WatchDecoder, WatchEvent
 
-_CLIENT = frozenset({"DEFAULT_BURST", "DEFAULT_QPS", "DEFAULT_TIMEOUT", "DEFAULT_WATCH_READ_TIMEOUT", "ApiClient",
-                     "WatchStream", "default_user_agent"})
+_LAZY = {
+    **dict.fromkeys(("DEFAULT_BURST", "DEFAULT_QPS", "DEFAULT_TIMEOUT", "DEFAULT_WATCH_READ_TIMEOUT", "ApiClient",
+                     "WatchStream", "default_user_agent"), ".client"),
+    **dict.fromkeys(("ClientCertificate", "Credentials", "KubeconfigError", "load_kubeconfig"), ".kubeconfig"),
+}
 
 if TYPE_CHECKING:
     from .client import (
@@ -45,11 +48,13 @@ if TYPE_CHECKING:
         WatchStream,
         default_user_agent,
     )
+    from .kubeconfig import ClientCertificate, Credentials, KubeconfigError, load_kubeconfig
 
 
 def __getattr__(name: str):
-    if name in _CLIENT:
-        return getattr(importlib.import_module(".client", __name__), name)
+    module = _LAZY.get(name)
+    if module is not None:
+        return getattr(importlib.import_module(module, __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [

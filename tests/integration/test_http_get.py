@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import struct
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ import httpx
 import pytest
 import trio
 
-from pykubelet.ports.http_get import HttpGetError, http_get
+from pykubelet.ports.http_get import HttpGetError, close_socket, dial_tcp, http_get
 from pykubelet.ports.probers import USER_AGENT, probe_http
 from tests.support.apiserver.pki import CertificateAuthority
 
@@ -192,3 +193,16 @@ async def test_https_to_a_plain_http_server_is_a_connect_error(nursery):
     port, _ = await _serve_once(nursery, _replying(reply), read_first=False)
     with trio.fail_after(10), pytest.raises(HttpGetError, match="TLS handshake"):
         await _get(port, scheme="https")
+
+
+async def test_a_probe_connection_carries_gos_linger_and_ends_with_a_fin():
+    # Go's probe dialer: SO_LINGER on with 1 s, so that close sends a FIN (linger 0 would reset).
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        sock = await dial_tcp("127.0.0.1", listener.getsockname()[1])
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_LINGER, 8) == struct.pack("ii", 1, 1)
+        peer, _ = listener.accept()
+        with peer:
+            close_socket(sock)
+            assert peer.recv(1) == b""  # an orderly end: a reset raises ConnectionResetError

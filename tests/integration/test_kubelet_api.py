@@ -73,8 +73,12 @@ def test_the_kubelet_api_authenticates_authorizes_and_serves_logs_and_exec(node_
         assert pods.status_code == 200
         assert [p["metadata"]["name"] for p in pods.json()["items"]] == ["chatty"]
         # /runningpods/ is the runtime as the PLEG last relisted it (within a second).
-        daemon.wait_for(lambda: bob.get("/runningpods/").json()["items"], "the pod in /runningpods/", timeout=10)
-        assert bob.get("/runningpods/").json()["items"][0]["spec"]["containers"] == [{"name": "app", "resources": {}}]
+        def running_pods():
+            return bob.get("/runningpods/").json()["items"]
+
+        daemon.wait_for(lambda: running_pods() and running_pods()[0]["spec"]["containers"],
+                        "the pod's running container in /runningpods/", timeout=10)
+        assert running_pods()[0]["spec"]["containers"] == [{"name": "app", "resources": {}}]
         assert bob.get("/configz").json()["kubeletconfig"]["port"] == daemon.port
         assert b"kubelet_running_pods" in bob.get("/metrics").content
         summary = bob.get("/stats/summary").json()  # what metrics-server reads

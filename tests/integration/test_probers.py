@@ -158,6 +158,32 @@ async def test_tcp_closed_port_is_failure():
     assert await probe_tcp("127.0.0.1", port, 1) == ("failure", f"dial tcp 127.0.0.1:{port}: connect: connection refused")
 
 
+
+async def test_tcp_connect_that_hangs_fails_at_the_timeout():
+    # A listener whose accept queue is full drops SYNs: the connect stays in SYN_SENT.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    queued = []
+    try:
+        for _ in range(3):  # fill the queue (its length varies with the kernel) until a connect hangs
+            try:
+                queued.append(socket.create_connection(("127.0.0.1", port), timeout=0.5))
+            except TimeoutError:
+                break
+        else:
+            pytest.fail("the listener's accept queue never filled")
+        began = trio.current_time()
+        answer = await probe_tcp("127.0.0.1", port, 0.3)
+        assert answer == ("failure", f"dial tcp 127.0.0.1:{port}: i/o timeout after 0.3s")
+        assert 0.3 <= trio.current_time() - began < 0.9  # the dial waited for its timeout, not the SYN retry
+    finally:
+        for sock in queued:
+            sock.close()
+        listener.close()
+
+
 # -- grpc ----------------------------------------------------------------------------------------
 
 

@@ -12,8 +12,18 @@ import pytest
 
 # Loaded where they are needed: cryptography by the child that makes a self-signed
 # certificate (ports/serving_cert.py) and with a clientCAFile (actors/server/auth.py);
-# httpx by the API client (cluster mode), the first httpGet probe or hook, --manifest-url.
-LAZY = ("cryptography", "httpx", "httpcore", "pykubelet.ports.apiserver.client")
+# httpx by the API client (cluster mode), the first httpGet probe or hook, --manifest-url;
+# the kubeconfig loader and the cluster-only actors in cluster mode (cli/run.py,
+# actors/root.py); the log reader and the upgrade proxy by the first /containerLogs, exec,
+# attach or port-forward (actors/server/debugging.py); difflib by a misspelled flag or
+# configuration field (cli/config/).
+LAZY = (
+    "cryptography", "httpx", "httpcore", "difflib",
+    "pykubelet.ports.apiserver.client", "pykubelet.ports.apiserver.kubeconfig",
+    "pykubelet.actors.event_sink", "pykubelet.actors.mirror_pods", "pykubelet.actors.sources.api",
+    "pykubelet.actors.status_manager", "pykubelet.actors.status_sync",
+    "pykubelet.pods.container_logs", "pykubelet.ports.container_log_reader", "pykubelet.ports.upgrade_proxy",
+)
 
 _LOADED = """
 import json, sys
@@ -43,11 +53,13 @@ def loaded_after(code: str) -> list[str]:
 
 
 def test_the_api_client_and_httpx_are_loaded_when_cluster_mode_asks_for_the_client():
-    assert loaded_after("from pykubelet.ports.apiserver import ApiError, decode, load_kubeconfig") == []
+    assert loaded_after("from pykubelet.ports.apiserver import ApiError, decode") == []
+    assert loaded_after("from pykubelet.ports.apiserver import load_kubeconfig") == [
+        "pykubelet.ports.apiserver.kubeconfig"]
     assert loaded_after("from pykubelet.ports.apiserver import ApiClient; assert ApiClient.__name__") == [
-        "httpx", "pykubelet.ports.apiserver.client"]
+        "httpx", "pykubelet.ports.apiserver.client", "pykubelet.ports.apiserver.kubeconfig"]
     code = "from pykubelet.actors import root\nassert root.api_client().__name__ == 'ApiClient'"
-    assert loaded_after(code) == ["httpx", "pykubelet.ports.apiserver.client"]
+    assert loaded_after(code) == ["httpx", "pykubelet.ports.apiserver.client", "pykubelet.ports.apiserver.kubeconfig"]
 
 
 def test_an_unknown_name_of_the_api_server_port_is_still_an_attribute_error():
@@ -61,3 +73,10 @@ def test_httpx_is_loaded_by_the_first_http_get_probe_url():
     code = ("from pykubelet.ports.probers import http_url\n"
             "assert str(http_url('HTTP', '127.0.0.1', 8080, 'healthz')) == 'http://127.0.0.1:8080/healthz'")
     assert loaded_after(code) == ["httpx"]
+
+
+def test_difflib_is_loaded_by_a_misspelled_flag():
+    code = ("from pykubelet.cli.config import ConfigurationError, build_configuration\n"
+            "try:\n    build_configuration(['--max-podz=3'])\nexcept ConfigurationError as e:\n"
+            "    assert 'did you mean --max-pods' in str(e), e\nelse:\n    raise AssertionError('accepted')")
+    assert loaded_after(code) == ["difflib"]
