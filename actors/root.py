@@ -41,7 +41,13 @@ from pykubelet.actors.node_status import NodeStatusSettings, RegisteredNode, nod
 from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, pleg_actor
 from pykubelet.actors.pod_config import pod_config_actor
 from pykubelet.actors.pod_statuses import PodStatuses
-from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps, pod_worker_actor
+from pykubelet.actors.pod_workers import (
+    PARALLEL_SANDBOX_CREATIONS,
+    NodeSettings,
+    PodMetrics,
+    PodWorkerDeps,
+    pod_worker_actor,
+)
 from pykubelet.actors.probes import ProbeMetrics, ProbeResults, probes_supervisor_spec
 from pykubelet.actors.runtime_link import RuntimeHandle, RuntimeLinkMetrics, RuntimeLinkSettings, runtime_link_actor
 from pykubelet.actors.server import KubeletApiSettings, ServerSettings, server_actor
@@ -207,6 +213,7 @@ class Daemon:
             objects=self.objects,
             containers=containers,
             image_pulls=trio.CapacityLimiter(settings.parallel_image_pulls) if settings.parallel_image_pulls else None,
+            sandbox_creations=trio.CapacityLimiter(PARALLEL_SANDBOX_CREATIONS),
         )
         self.containers = containers
         self.pressure = NodePressure()

@@ -2,7 +2,8 @@
 
     python bench/pod_start.py [--small-rounds 10] [--large-rounds 4] [--large 30] [--poll-ms 50]
                               [--large-poll-ms 200] [--max-pods 110]
-    python bench/pod_start.py --large 500 --max-pods 500 --large-poll-ms 500 --large-rounds 1
+    python bench/pod_start.py --large 500 --max-pods 500 --large-poll-ms 500 --large-rounds 1 \
+                              --small-rounds 1 --raw-concurrency 8,16,32,64 --no-reads
 
 Needs root, containerd, runc, busybox-static and gcc (as the integration tests); starts its
 own private containerd and daemon (with --v=2, for the log events below) under /tmp and
@@ -30,7 +31,15 @@ ten times a second, which at 500 pods saturated the machine by itself), each rou
   CRI resources and the /etc/hosts and termination message mounts; the bench makes those
   cgroups and files before the timed calls (pykubelet's time includes making its own). N=1: one pod, sequential calls. N=30: 30 pods at once, each pod's three
   calls in order in its own task (as pykubelet's pod workers run concurrently, one per pod).
-  Per pod: from the common start to its StartContainer's return.
+  Per pod: from the common start to its StartContainer's return. With --raw-concurrency
+  B1,B2,...: at most B pods in flight (a pod holds its slot through its calls), one raw start
+  at each bound every round, and the fastest is the round's baseline (what a well-written
+  client tuned for this machine would do; 500 at once does not finish on 2 CPUs). Either
+  way a failed or timed-out call (the request timeout pykubelet uses, 2 min, RunPodSandbox
+  twice that) is retried as pykubelet's pod workers would (bench/_raw_start.py: a failed
+  sandbox after 1 s doubling to 10 s jittered by half, a failed container create or start
+  after 10 s; the next attempt first reads what the runtime made of the failed call), and
+  every retry is counted and printed.
 - raw CRI with the pod worker's reads (a diagnostic): the same, plus the reads a pod worker
   makes around those three calls (ListPodSandbox and ListContainers by pod UID and
   ImageStatus before; ListPodSandbox, PodSandboxStatus, ListContainers, ContainerStatus
@@ -74,7 +83,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import (  # noqa: E402
-    BUSYBOX_IMAGE,
     NODE,
     BenchDaemon,
     cpu_seconds,
@@ -91,26 +99,16 @@ from _support import (  # noqa: E402
 )
 
 import trio  # noqa: E402
-from cri_api.v1 import api_pb2  # noqa: E402
-from tests.support.daemon import cgroup_root_for  # noqa: E402
-
-from pykubelet.actors.container_manager import ContainerManager, ContainerManagerSettings  # noqa: E402
-from pykubelet.pods.hosts_file import hosts_mount  # noqa: E402
-from pykubelet.pods.labels import MANAGED_LABEL, POD_UID_LABEL  # noqa: E402
-from pykubelet.pods.manifest import decode_manifests  # noqa: E402
-from pykubelet.pods.runtime_config import container_config, sandbox_config  # noqa: E402
-from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
-
-from pykubelet.ports.cri import CriClient, CriError, RuntimeOperationMetrics  # noqa: E402
+from _raw_start import CRI_OPERATIONS, START_OPERATIONS, RawNode, RawStart, raw_round  # noqa: E402
 
 ROUND_TIMEOUT = 120.0  # at least; two seconds a pod for large N (500 pods start in ~3 min here)
 
 
 def round_timeout(pods: int) -> float:
     return max(ROUND_TIMEOUT, 2.0 * pods)
+
+
 SCAN_PERIOD = 1.0  # the file source's stat scan
-CRI_OPERATIONS = "kubelet_runtime_operations_duration_seconds"
-START_OPERATIONS = ("run_podsandbox", "create_container", "start_container")
 
 
 # -- pykubelet -----------------------------------------------------------------------
@@ -204,152 +202,33 @@ def remove_kubelet_pods(daemon: BenchDaemon, names: list[str]) -> None:
         time.sleep(0.1)
 
 
-# -- raw CRI -------------------------------------------------------------------------
-
-
-@dataclass
-class RawNode:
-    """What the raw starts need beside the runtime, made untimed before each start: a
-    kubepods hierarchy of their own (a container manager on a cgroup root beside the
-    daemon's, with the daemon's node allocatable), each pod's cgroup in it, and the files
-    pykubelet mounts into a container (/etc/hosts, the termination message file)."""
-
-    endpoint: str
-    pod_logs_dir: str
-    files: Path
-    containers: ContainerManager
-
-    @classmethod
-    def beside(cls, daemon: BenchDaemon, endpoint: str) -> RawNode:
-        root = daemon.base / "raw"
-        settings = ContainerManagerSettings(
-            cgroup_root=cgroup_root_for(root), fail_cgroup_v1=False,
-            kubepods_cpu_milli=(os.cpu_count() or 1) * 1000, kubepods_memory=_memory_capacity(),
-            memory_capacity=_memory_capacity(),
-        )
-        containers = ContainerManager.for_node(settings)
-        containers.start()
-        return cls(endpoint, str(daemon.base / "pod-logs"), root, containers)
-
-    def close(self) -> None:
-        if self.containers.cgroups is not None:
-            self.containers.cgroups.destroy(self.containers.settings.cgroup_root)
-
-
-def _memory_capacity() -> int:
-    with open("/proc/meminfo") as meminfo:
-        for line in meminfo:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no MemTotal in /proc/meminfo")
-
-
-async def raw_configs(name: str, image_ref: str, node: RawNode):
-    """The configs pykubelet sends for this manifest, without the managed label: the
-    sandbox in its pod cgroup, the container with its CRI resources, /etc/hosts and
-    termination message mounts (the cgroup and the files are made here, untimed)."""
-    manifest = json.dumps(sleeping_pod(name)).encode()
-    (pod,) = decode_manifests(manifest, origin=f"/bench/raw/{name}.json", source="file", node_name=NODE)
-    sandbox = sandbox_config(pod, attempt=0, pod_logs_dir=node.pod_logs_dir)
-    del sandbox.labels[MANAGED_LABEL]
-    sandbox.linux.cgroup_parent = await node.containers.ensure_pod(pod)
-    container = pod.spec.containers[0]
-    files = node.files / pod.metadata.uid
-    files.mkdir(parents=True, exist_ok=True)
-    hosts, message = files / "etc-hosts", files / "termination-log"
-    hosts.write_bytes(Path("/etc/hosts").read_bytes())
-    message.touch()
-    message.chmod(0o666)
-    config = container_config(
-        pod, container, image_ref=image_ref, restart_count=0, volume_paths={}, extra_mounts=[hosts_mount(str(hosts))],
-    )
-    config.mounts.append(api_pb2.Mount(container_path=container.termination_message_path, host_path=str(message)))
-    config.linux.resources.CopyFrom(node.containers.container_resources(pod, container))
-    del config.labels[MANAGED_LABEL]
-    return sandbox, config
-
-
-async def raw_round(
-    node: RawNode, names: list[str], concurrent: bool, reads: bool = False
-) -> tuple[list[float], dict[str, tuple[float, int]]]:
-    """Seconds from the common start to each pod's StartContainer returning (with `reads`:
-    to the end of the pod's status read after it), and the (seconds, calls) of each start
-    operation."""
-    registry = CollectorRegistry()
-    async with CriClient(
-        node.endpoint, request_timeout=60, metrics=RuntimeOperationMetrics(registry)
-    ) as cri:
-        image = await cri.image_status(BUSYBOX_IMAGE)
-        configs = [await raw_configs(name, image.image.id, node) for name in names]
-        sandboxes: list[str] = []
-        latencies: list[float] = []
-
-        async def start_pod(sandbox, config, started: float) -> None:
-            if reads:  # what a pod worker reads before it acts
-                await _read_pod(cri, sandbox.metadata.uid)
-                await cri.image_status(BUSYBOX_IMAGE)
-            sandbox_id = await cri.run_pod_sandbox(sandbox)
-            sandboxes.append(sandbox_id)
-            container_id = await cri.create_container(sandbox_id, config, sandbox)
-            await cri.start_container(container_id)
-            if reads:  # ... and after, to publish the status
-                await _read_pod(cri, sandbox.metadata.uid)
-            latencies.append(time.perf_counter() - started)
-
-        try:
-            if concurrent:
-                async with trio.open_nursery() as nursery:
-                    started = time.perf_counter()
-                    for sandbox, config in configs:
-                        nursery.start_soon(start_pod, sandbox, config, started)
-            else:
-                for sandbox, config in configs:
-                    await start_pod(sandbox, config, time.perf_counter())
-        finally:
-            with trio.CancelScope(shield=True):
-                async with trio.open_nursery() as nursery:
-                    for sandbox_id in sandboxes:
-                        nursery.start_soon(_remove_sandbox, cri, sandbox_id)
-                for sandbox, _ in configs:
-                    await node.containers.destroy_pod(sandbox.metadata.uid)
-        cri_ops = sums_by_label(generate_latest(registry).decode(), CRI_OPERATIONS, "operation_type")
-        return latencies, {op: cri_ops[op] for op in START_OPERATIONS}
+# -- raw CRI (bench/_raw_start.py) ---------------------------------------------------
 
 
 def polled_raw_round(
-    daemon: BenchDaemon, node: RawNode, names: list[str], poll: float, *, reads: bool = False
-) -> tuple[list[float], dict[str, tuple[float, int]]]:
+    daemon: BenchDaemon, node: RawNode, names: list[str], poll: float, bound: int, *, reads: bool = False
+) -> RawStart:
     """A raw round after the same random pause as pykubelet's, with /pods polled as often
     as in pykubelet's round: the instrument's load falls on both starts alike."""
     prefix = "rr" if reads else "raw"
     with polling_pods(daemon.admin_socket, poll):
         time.sleep(random.uniform(0.0, SCAN_PERIOD))
-        return trio.run(raw_round, node, [f"{prefix}-{name}" for name in names], len(names) > 1, reads)
+        return trio.run(raw_round, node, [f"{prefix}{bound}-{name}" for name in names], bound, reads,
+                        _started if not reads else lambda start: None)
 
 
-async def _read_pod(cri: CriClient, uid: str) -> None:
-    """The CRI calls of ports/cri/pods.read_pod_status, by the pod UID label alone."""
-    selector = {POD_UID_LABEL: uid}
-    for sandbox in await cri.list_pod_sandbox(api_pb2.PodSandboxFilter(label_selector=selector)):
-        if sandbox.state == api_pb2.SANDBOX_READY:
-            await cri.pod_sandbox_status(sandbox.id)
-    for container in await cri.list_containers(api_pb2.ContainerFilter(label_selector=selector)):
-        await cri.container_status(container.id)
+def _started(start: RawStart) -> None:
+    print(f"    raw CRI, at most {start.bound} pods at once: all {len(start.latencies)} started in "
+          f"{ms(start.whole).strip()}, {len(start.retries)} calls retried, load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+    for retry in start.retries[:5]:
+        print(f"      retried: {retry}", flush=True)
 
 
-async def _remove_sandbox(cri: CriClient, sandbox_id: str) -> None:
-    # StopPodSandbox stops its containers; RemovePodSandbox removes them with it. Under
-    # heavy load (500 pods on 2 cores) containerd may still hold a container "in starting
-    # state" after StartContainer returned, and refuse the removal: try again a few times.
-    for attempt in range(5):
-        await cri.stop_pod_sandbox(sandbox_id)
-        try:
-            await cri.remove_pod_sandbox(sandbox_id)
-            return
-        except CriError:
-            if attempt == 4:
-                raise
-            await trio.sleep(2.0)
+def raw_sweep(daemon: BenchDaemon, node: RawNode, names: list[str], poll: float, bounds: list[int]) -> RawStart:
+    """One raw start at each bound (in a random order); the fastest is the baseline."""
+    starts = [polled_raw_round(daemon, node, names, poll, bound) for bound in random.sample(bounds, len(bounds))]
+    return min(starts, key=lambda start: start.whole)
 
 
 # -- where the time goes (daemon log) ------------------------------------------------
@@ -414,9 +293,16 @@ class Figures:
     # N=1, per round: told -> 'pod phase Running', and the time the daemon's own three start
     # calls took (its /metrics over the round): a ratio paired on the same moment's load.
     own_calls: list[tuple[float, float]] = field(default_factory=list)
+    raw_bounds: list[int] = field(default_factory=list)  # per round, the bound of the fastest raw start
+    raw_retries: int = 0  # calls the baseline starts retried
 
 
-def run_size(daemon: BenchDaemon, node: RawNode, n: int, rounds: int, poll: float, tag: str) -> Figures:
+def run_size(
+    daemon: BenchDaemon, node: RawNode, n: int, rounds: int, poll: float, tag: str, bounds: list[int], reads: bool
+) -> Figures:
+    """`bounds`: the raw start's pods in flight at once, each measured every round, the
+    fastest the round's baseline; `reads`: the diagnostic raw start with the pod worker's
+    reads too (at the largest bound)."""
     figures = Figures(steps={step: [] for step, _ in STEPS})
     for r in range(rounds):
         names = [f"{tag}{r}-{i}" for i in range(n)]
@@ -428,15 +314,22 @@ def run_size(daemon: BenchDaemon, node: RawNode, n: int, rounds: int, poll: floa
         # leaves the runtime to finish falls on each as often.
         raw_first = r % 2 == 1
         if raw_first:
-            raw, raw_cri = polled_raw_round(daemon, node, names, poll)
+            baseline = raw_sweep(daemon, node, names, poll, bounds)
         time.sleep(random.uniform(0.0, SCAN_PERIOD))
         result = kubelet_round(daemon, names, poll)
+        if n > 1:  # seen at once: a long run that fails later keeps this figure
+            print(f"    pykubelet: all {n} Running (last seen in /pods) {ms(max(p.running_seen - p.written for p in result.pods)).strip()} "
+                  f"after the first manifest written, load average {os.getloadavg()[0]:.1f}", flush=True)
         remove_kubelet_pods(daemon, names)
         if not raw_first:
-            raw, raw_cri = polled_raw_round(daemon, node, names, poll)
-        figures.raw_reads += polled_raw_round(daemon, node, names, poll, reads=True)[0]
+            baseline = raw_sweep(daemon, node, names, poll, bounds)
+        if reads:
+            figures.raw_reads += polled_raw_round(daemon, node, names, poll, max(bounds), reads=True).latencies
+        raw = baseline.latencies
         figures.raw += raw
-        _add(figures.raw_cri, raw_cri)
+        figures.raw_bounds.append(baseline.bound)
+        figures.raw_retries += len(baseline.retries)
+        _add(figures.raw_cri, baseline.cri)
         _add(figures.kubelet_cri, result.cri)
         figures.cpu_seconds += result.cpu_seconds
         for pod in result.pods:
@@ -451,6 +344,7 @@ def run_size(daemon: BenchDaemon, node: RawNode, n: int, rounds: int, poll: floa
         figures.sync_path += [sum(parts) for parts in zip(*(steps[s] for s, _ in STEPS[1:]))]
         figures.sync_logged += [sum(parts) for parts in zip(*(steps[s] for s, _ in STEPS[1:-1]))]
         logged_before = len(figures.logged)
+        rounds_before = len(figures.rounds_all)
         figures.logged += [sum(parts) for parts in zip(*(steps[s] for s, _ in STEPS[:-1]))]
         if len(figures.logged) - logged_before == n:  # every pod's events found
             told_all = max(pod.written_wall + d for pod, d in zip(result.pods, figures.logged[logged_before:]))
@@ -462,15 +356,19 @@ def run_size(daemon: BenchDaemon, node: RawNode, n: int, rounds: int, poll: floa
             added = [pod.written_wall + d for pod, d in zip(result.pods, steps["detection"])]
             figures.added_spread.append(max(added) - min(added))
         told = figures.logged[logged_before:] or figures.end_to_end[-n:]
+        with_reads = f"raw with reads p50 {ms(statistics.median(figures.raw_reads[-n:]))}, " if reads else ""
+        whole = (f"all Running {ms(figures.rounds_all[-1][0]).strip()} / raw {ms(figures.rounds_all[-1][1]).strip()} "
+                 f"= {figures.rounds_all[-1][0] / figures.rounds_all[-1][1]:.2f}x, " if n > 1 and rounds_before < len(figures.rounds_all) else "")
         print(f"  round {r + 1}/{rounds}: pykubelet p50 {ms(statistics.median(told))}, "
-              f"raw p50 {ms(statistics.median(figures.raw[-n:]))}, "
-              f"raw with reads p50 {ms(statistics.median(figures.raw_reads[-n:]))}, "
+              f"raw p50 {ms(statistics.median(figures.raw[-n:]))}, {with_reads}{whole}"
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
     return figures
 
 
 def report(n: int, rounds: int, figures: Figures) -> None:
-    mode = "sequential calls, one pod" if n == 1 else f"{n} pods at once, one task per pod"
+    bounds = sorted(set(figures.raw_bounds))
+    mode = ("sequential calls, one pod" if n == 1 else f"{n} pods, at most {'/'.join(map(str, bounds))} at once "
+            f"(the fastest bound of each round), {figures.raw_retries} calls retried")
     print(f"N={n}, {rounds} rounds, {len(figures.end_to_end)} pods:")
 
     def line(label: str, samples: list[float], note: str = "") -> tuple[float, float]:
@@ -491,8 +389,9 @@ def report(n: int, rounds: int, figures: Figures) -> None:
                 "   (from the daemon log; no file source wait)")
     logged = line("pykubelet: 'pod added' -> 'pod phase Running'", figures.sync_logged,
                   "   (both from the daemon log: no poll delay either)")
-    reads = line("raw CRI + the pod worker's reads", figures.raw_reads,
-                 "   (diagnostic: + ImageStatus and the pod status read before and after)")
+    if figures.raw_reads:
+        reads = line("raw CRI + the pod worker's reads", figures.raw_reads,
+                     "   (diagnostic: + ImageStatus and the pod status read before and after)")
     for label, (p50, p99) in (("told, log", told), ("end to end", e2e), ("sync path", sync), ("sync, log", logged)):
         r50, r99 = p50 / raw[0], p99 / raw[1]
         print(f"  pykubelet/raw, {label:<10}: p50 {r50:5.2f}x ({met(r50 <= 1.1)}, <= 1.1)   "
@@ -502,8 +401,9 @@ def report(n: int, rounds: int, figures: Figures) -> None:
         each = ", ".join(f"{k / r:.2f}" for k, r in figures.rounds_all)
         median = statistics.median(ratios)
         what = "the pod" if n == 1 else f"all {n}"
+        target = 1.2 if n > 110 else 1.1  # issue 15: item 3 at 500 pods, item 4 at 1 and 30
         print(f"  per round, {what} Running (first written -> last 'pod phase Running') / raw (start -> last "
-              f"StartContainer): {each}; median {median:.2f}x ({met(median <= 1.1)}, <= 1.1)")
+              f"StartContainer): {each}; median {median:.2f}x ({met(median <= target)}, <= {target})")
         print(f"    (medians: pykubelet {ms(statistics.median(k for k, _ in figures.rounds_all)).strip()}, "
               f"raw {ms(statistics.median(r for _, r in figures.rounds_all)).strip()})")
     if figures.own_calls:
@@ -512,8 +412,9 @@ def report(n: int, rounds: int, figures: Figures) -> None:
               f"time (its /metrics; same pod, same moment's load), per round: "
               f"{', '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}x; "
               f"the rest of the start: median {ms(statistics.median(t - c for t, c in figures.own_calls)).strip()}")
-    print(f"  sync, log / raw with reads (the daemon's own share): p50 {logged[0] / reads[0]:5.2f}x   "
-          f"p99 {logged[1] / reads[1]:5.2f}x")
+    if figures.raw_reads:
+        print(f"  sync, log / raw with reads (the daemon's own share): p50 {logged[0] / reads[0]:5.2f}x   "
+              f"p99 {logged[1] / reads[1]:5.2f}x")
     print("  where pykubelet's time goes (p50 / p99 per step, daemon log timestamps):")
     for step, label in STEPS:
         values = figures.steps[step]
@@ -545,8 +446,15 @@ def main() -> None:
     parser.add_argument("--large-poll-ms", type=float, default=200.0,
                         help="/pods poll period for the large N (default 200)")
     parser.add_argument("--max-pods", type=int, default=110, help="the daemon's --max-pods (default 110)")
+    parser.add_argument("--raw-concurrency", default="all",
+                        help="the raw start's pods in flight at once for the large N: 'all' (one task per pod, the "
+                             "default) or bounds such as 8,16,32,64, each measured every round, the fastest the "
+                             "round's baseline")
+    parser.add_argument("--no-reads", action="store_true",
+                        help="leave out the diagnostic raw start with the pod worker's reads (a third start a round)")
     parser.add_argument("--keep-log", type=Path, help="copy the daemon's log here at the end")
     args = parser.parse_args()
+    bounds = [args.large] if args.raw_concurrency == "all" else [int(b) for b in args.raw_concurrency.split(",")]
     if args.large > args.max_pods:
         parser.error(f"--large {args.large} is more than --max-pods {args.max_pods}: the rest would be refused")
     with private_containerd() as containerd, running_daemon(
@@ -558,12 +466,16 @@ def main() -> None:
         node = RawNode.beside(daemon, containerd.endpoint)
         try:
             print("warm-up (not counted): one pod each way", flush=True)
-            run_size(daemon, node, 1, 1, args.poll_ms / 1000, "warm")
+            run_size(daemon, node, 1, 1, args.poll_ms / 1000, "warm", [1], reads=True)
             results = []
-            for n, rounds, poll_ms in ((1, args.small_rounds, args.poll_ms),
-                                       (args.large, args.large_rounds, args.large_poll_ms)):
-                print(f"N={n}:", flush=True)
-                results.append((n, rounds, run_size(daemon, node, n, rounds, poll_ms / 1000, f"n{n}r")))
+            for n, rounds, poll_ms, raw_bounds, reads in (
+                (1, args.small_rounds, args.poll_ms, [1], True),
+                (args.large, args.large_rounds, args.large_poll_ms, bounds, not args.no_reads),
+            ):
+                if rounds:
+                    print(f"N={n}:", flush=True)
+                    figures = run_size(daemon, node, n, rounds, poll_ms / 1000, f"n{n}r", raw_bounds, reads)
+                    results.append((n, rounds, figures))
         finally:
             node.close()
         print()

@@ -310,7 +310,8 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
                     return RETRY_MAX
             try:
                 self._creating()
-                sandbox_id = await cri.run_pod_sandbox(sandbox)
+                async with self.deps.sandbox_creations or contextlib.nullcontext():
+                    sandbox_id = await cri.run_pod_sandbox(sandbox)
                 self.created[0].append(sandbox_id)
             except CriError as exc:
                 self.deps.metrics.started_pods_errors.inc()

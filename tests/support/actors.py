@@ -37,3 +37,27 @@ async def running(*children: ChildSpec):
         await nursery.start(tree.run)
         yield tree
         nursery.cancel_scope.cancel()
+
+
+def worker_deps(client: object, root_dir: str, **more):
+    """Pod worker deps around a fake CRI `client` (attached as a runtime at a made-up
+    endpoint), with fresh boards, back-offs and metrics; `more` sets any other field."""
+    from prometheus_client import CollectorRegistry
+
+    from pykubelet.actors.events import EventRecorder
+    from pykubelet.actors.pod_statuses import PodStatuses
+    from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps
+    from pykubelet.actors.probes.results import ProbeResults
+    from pykubelet.actors.runtime_link import RuntimeHandle
+    from pykubelet.pods.backoff import CrashLoopBackOff
+    from pykubelet.ports.cri import RuntimeVersion
+
+    handle = RuntimeHandle("unix:///run/fake.sock")
+    handle.attach(client, RuntimeVersion("fake", "1", "v1", "0.1.0"))
+    return PodWorkerDeps(
+        runtime=handle, statuses=PodStatuses(), crash_backoff=CrashLoopBackOff(), image_backoff=CrashLoopBackOff(),
+        metrics=PodMetrics(CollectorRegistry()), events=EventRecorder(CollectorRegistry()),
+        probe_results=ProbeResults(),
+        node=NodeSettings(name="node1", host_ip="127.0.0.1", root_dir=root_dir, pod_logs_dir=f"{root_dir}/l"),
+        **more,
+    )

@@ -9,18 +9,12 @@ import random
 import msgspec
 import pytest
 import trio
-from prometheus_client import CollectorRegistry
 
-from pykubelet.actors.events import EventRecorder
-from pykubelet.actors.pod_statuses import PodStatuses
-from pykubelet.actors.pod_workers import NodeSettings, PodMetrics, PodWorkerDeps, pod_worker_actor
-from pykubelet.actors.probes.results import ProbeResults
-from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.actors.pod_workers import pod_worker_actor
 from pykubelet.messages.pod import Pod
-from pykubelet.pods.backoff import CrashLoopBackOff
-from pykubelet.ports.cri import RuntimeUnavailable, RuntimeVersion
+from pykubelet.ports.cri import RuntimeUnavailable
 from pykubelet.supervisor import ChildSpec, MailboxSpec
-from tests.support.actors import running
+from tests.support.actors import running, worker_deps
 
 ENDPOINT = "unix:///run/nothing.sock"
 
@@ -49,14 +43,7 @@ def seeded():
 
 async def test_failed_syncs_retry_1s_doubling_to_10s_with_up_to_half_jitter(autojump_clock, tmp_path, seeded):
     client = GoneRuntime()
-    handle = RuntimeHandle(ENDPOINT)
-    handle.attach(client, RuntimeVersion("fake", "1", "v1", "0.1.0"))
-    deps = PodWorkerDeps(
-        runtime=handle, statuses=PodStatuses(), crash_backoff=CrashLoopBackOff(), image_backoff=CrashLoopBackOff(),
-        metrics=PodMetrics(CollectorRegistry()), events=EventRecorder(CollectorRegistry()),
-        probe_results=ProbeResults(),
-        node=NodeSettings(name="node1", host_ip="127.0.0.1", root_dir=str(tmp_path), pod_logs_dir=str(tmp_path / "l")),
-    )
+    deps = worker_deps(client, str(tmp_path))
     pod = msgspec.convert({"metadata": {"name": "web", "namespace": "default", "uid": "u1"},
                            "spec": {"containers": [{"name": "app", "image": "busybox"}]}}, Pod)
     worker = ChildSpec("u1", pod_worker_actor("u1", pod, deps), mailbox=MailboxSpec(capacity=8, durable=True))
