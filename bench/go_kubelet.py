@@ -221,7 +221,7 @@ class GoKubelet:
     def cleanup(self) -> None:
         if self._log is not None:
             self._log.close()
-        unmount_under(self.root_dir)
+        unmount_under(self.base)  # the Go kubelet bind-mounts its root dir onto itself
         for folder in self._cgroup_folders():
             for path, _, _ in os.walk(folder, topdown=False):
                 with contextlib.suppress(OSError):
@@ -234,7 +234,7 @@ class GoKubelet:
         folders = []
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
             fields = line.split()
-            if fields[fields.index("-") + 1] == "cgroup":  # v1 hierarchies (this bench's machine)
+            if fields[fields.index("-") + 1] in ("cgroup", "cgroup2"):  # v1, and v2 beside them (hybrid)
                 folders.append(Path(fields[4]) / self.cgroup_root.lstrip("/"))
         return folders
 
@@ -265,9 +265,11 @@ def running(make: Callable[[], Kubelet], containerd) -> Iterator[Kubelet]:
             if log.exists():
                 shutil.copyfile(log, KEEP_LOGS / f"{time.strftime('%H%M%S')}-{kubelet.name.replace(' ', '-')}.log")
         kubelet.close()
-        trio.run(remove_everything, containerd.endpoint)
-        if isinstance(kubelet, GoKubelet):
-            kubelet.cleanup()
+        try:
+            trio.run(remove_everything, containerd.endpoint)
+        finally:
+            if isinstance(kubelet, GoKubelet):
+                kubelet.cleanup()
 
 
 async def remove_everything(endpoint: str) -> None:
