@@ -23,9 +23,11 @@ MISSING_IMAGE = "127.0.0.1:5999/missing:1"  # a registry on loopback that is not
 
 
 def run_once(root_dir: Path, manifests: Path, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    config = root_dir.parent / f"{root_dir.name}-kubelet.yaml"
+    # Both inside the root dir, which the test's fixture removes (its parent may be /tmp).
+    root_dir.mkdir(parents=True, exist_ok=True)
+    config = root_dir / "runonce-kubelet.yaml"
     config.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-                      f"podLogsDir: {root_dir.parent / 'pod-logs'}\n")
+                      f"podLogsDir: {root_dir / 'pod-logs'}\n")
     argv = DaemonProcess(root_dir, f"--config={config}", f"--pod-manifest-path={manifests}",
                          "--hostname-override=node1", "--runonce", *extra).argv
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
