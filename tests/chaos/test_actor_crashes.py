@@ -51,6 +51,14 @@ def actors(node: dict) -> list[dict]:
     return found
 
 
+def restarts_of(root: dict, path: str) -> int:
+    return next(a["restarts"] for a in actors(root) if a["path"] == path)
+
+
+def recovered(root: dict, path: str, restarts: int) -> bool:
+    return restarts_of(root, path) > restarts and all(a["state"] == "running" for a in actors(root))
+
+
 def rss_kb(daemon) -> int:
     with open(f"/proc/{daemon.process.pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
@@ -119,11 +127,14 @@ def test_every_actor_crashed_on_a_schedule_recovers_without_restarting_a_contain
             continue
         # The admin endpoint pykubelet-inspect's crash posts to, without the CLI's start-up
         # (about a second under load: the soak's pace, not the daemon's).
+        restarts = restarts_of(tree(daemon), path)
         answer = daemon.admin("POST", f"/debug/actors/{path}/crash")
         assert answer.status_code == 200, answer.text
         schedule.crashed(path, time.monotonic())  # the crash happened by now: spacing counts from here
         try:
-            daemon.wait_for(lambda: all(a["state"] == "running" for a in actors(tree(daemon))),
+            # Its restart counted, not only every actor running: the admin server answers
+            # before its own crash, so a tree read right after may still predate it.
+            daemon.wait_for(lambda: recovered(tree(daemon), path, restarts),
                             f"the tree running again after crashing {path}", timeout=30)
         except AssertionError:
             try:
