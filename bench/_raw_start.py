@@ -228,14 +228,14 @@ async def _remove_pods(cri: CriClient, uids: set[str]) -> None:
 
     async def remove(sandbox_id: str) -> None:
         async with slots:
-            await _remove_sandbox(cri, sandbox_id)
+            await remove_sandbox(cri, sandbox_id)
 
     async with trio.open_nursery() as nursery:
         for sandbox_id in ids:
             nursery.start_soon(remove, sandbox_id)
 
 
-async def _remove_sandbox(cri: CriClient, sandbox_id: str) -> None:
+async def remove_sandbox(cri: CriClient, sandbox_id: str) -> None:
     # StopPodSandbox stops its containers; RemovePodSandbox removes them with it. Under
     # heavy load (500 pods on 2 cores) containerd may still hold a container "in starting
     # state" after StartContainer returned, and refuse the removal, or not answer a stop

@@ -45,6 +45,7 @@ __all__ = [
     "BenchDaemon",
     "NODE",
     "cpu_seconds",
+    "die_with_parent",
     "histogram",
     "histogram_quantile",
     "sums_by_label",
@@ -169,7 +170,7 @@ class BenchDaemon(DaemonProcess):
         self._log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         self.wait_for(lambda: os.path.exists(self.admin_socket), "the admin socket to appear")
         self.client = AdminClient(self.admin_socket)
@@ -242,7 +243,7 @@ def running_daemon(
             daemon.close()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -324,7 +325,7 @@ def polling_pods(socket_path: str, period: float) -> Iterator[None]:
     process = subprocess.Popen(
         [sys.executable, "-c", _POLLER, str(Path(__file__).parent), socket_path, str(period)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_parent,
     )
     try:
         assert process.stdout is not None

@@ -55,9 +55,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _probes_support import free_ports, load_average, tree_cpu_seconds  # noqa: E402
+from _raw_start import remove_sandbox  # noqa: E402
 from _support import (  # noqa: E402
     NODE,
     BenchDaemon,
+    die_with_parent,
     private_containerd,
     rss_bytes,
     sleeping_pod,
@@ -65,11 +67,10 @@ from _support import (  # noqa: E402
 )
 from probes import web_pod  # noqa: E402
 
-from pykubelet.ports.cri import CriClient, CriError  # noqa: E402
+from pykubelet.ports.cri import CriClient  # noqa: E402
 from tests.support.containerd import PAUSE_IMAGE, unmount_under  # noqa: E402
 
 GO_PORTS = {"port": 20250, "read-only-port": 20255, "healthz-port": 20248}
-PR_SET_PDEATHSIG = 1
 MB = 1024 * 1024
 
 
@@ -153,7 +154,7 @@ class GoKubelet:
             offset = self.log_path.stat().st_size
             self.process = subprocess.Popen(
                 self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
             outcome = self._started(offset)
             if outcome == "started":
@@ -239,12 +240,6 @@ class GoKubelet:
         return folders
 
 
-def _die_with_parent() -> None:
-    import ctypes
-
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 Kubelet = Pykubelet | GoKubelet
 
 
@@ -275,15 +270,7 @@ def running(make: Callable[[], Kubelet], containerd) -> Iterator[Kubelet]:
 async def remove_everything(endpoint: str) -> None:
     async with CriClient(endpoint) as cri:
         for sandbox in await cri.list_pod_sandbox():
-            for attempt in range(5):  # a container still starting is refused for a moment;
-                try:                  # a loaded containerd may not answer within the timeout
-                    await cri.stop_pod_sandbox(sandbox.id)
-                    await cri.remove_pod_sandbox(sandbox.id)
-                    break
-                except CriError:
-                    if attempt == 4:
-                        raise
-                    await trio.sleep(2.0)
+            await remove_sandbox(cri, sandbox.id)
 
 
 # -- what is measured ------------------------------------------------------------------------
