@@ -42,7 +42,7 @@ from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, pleg_a
 from pykubelet.actors.pod_config import pod_config_actor
 from pykubelet.actors.pod_statuses import PodStatuses
 from pykubelet.actors.pod_workers import (
-    PARALLEL_SANDBOX_CREATIONS,
+    PARALLEL_POD_STARTS,
     NodeSettings,
     PodMetrics,
     PodWorkerDeps,
@@ -213,7 +213,7 @@ class Daemon:
             objects=self.objects,
             containers=containers,
             image_pulls=trio.CapacityLimiter(settings.parallel_image_pulls) if settings.parallel_image_pulls else None,
-            sandbox_creations=trio.CapacityLimiter(PARALLEL_SANDBOX_CREATIONS),
+            pod_starts=trio.CapacityLimiter(PARALLEL_POD_STARTS),
         )
         self.containers = containers
         self.pressure = NodePressure()

@@ -39,7 +39,8 @@ POST_START_TIMEOUT = 120.0  # Go gives postStart no deadline; a hung hook must n
 
 class ContainerStarts:
     """The start half of PodWorker; uses its deps, uid, waiting, created, setup, pod_ips,
-    hosts_file, message_files, volumes, record(), fields, _creating(), _grace_period() and _host()."""
+    hosts_file, message_files, volumes, start_slot, record(), fields, _creating(),
+    _grace_period() and _host()."""
 
     async def _start_container(
         self,
@@ -70,6 +71,7 @@ class ContainerStarts:
         image = await ensure_image(
             cri, pod, container, deps.image_backoff,
             lambda type, reason, message: self.record(pod, name, type, reason, message), deps.image_pulls,
+            on_pull=self.start_slot.leave,  # a pull may take minutes: other pods start meanwhile
         )
         if isinstance(image, ImageProblem):
             self.waiting[name] = (image.reason, image.message)
@@ -112,6 +114,7 @@ class ContainerStarts:
             extra={**self.fields, "container": name, "container_id": container_id, "restart_count": restart_count},
         )
         if container.lifecycle is not None and container.lifecycle.post_start is not None:
+            self.start_slot.leave()  # the hook runs as long as it needs: other pods start meanwhile
             return await self._post_start(pod, container, container_id)
         return None
 

@@ -35,14 +35,17 @@ class NodeSettings:
     allocatable: Mapping[str, str] = field(default_factory=dict)
 
 
-# Sandboxes created at once on the node. Measured on 2 CPUs with containerd 1.6
-# (docs/performance.md, "500 pods a node"): 500 RunPodSandbox calls in flight at once made
-# each take ~100 s and the first pod ran only after all sandboxes were made; a few at a time
-# let pods run as their sandbox is made and the whole start finish sooner. A slow sandbox
-# (a hanging CNI plugin) holds one slot for at most its call's deadline. 16 made 30 pods
-# started at once wait in two waves (1.25x the raw start against 1.05x unbounded); 32 leaves
-# starts of up to 32 pods as they were.
-PARALLEL_SANDBOX_CREATIONS = 32
+# Pods starting at once on the node: a pod holds a start slot from its sandbox's creation
+# (RunPodSandbox) through its containers' CreateContainer and StartContainer, until its
+# sync ends or first waits on something slower than the runtime's start calls (an image
+# pull, a postStart hook). Measured on 2 CPUs with containerd 1.6 (docs/performance.md,
+# "500 pods a node"): 500 RunPodSandbox calls in flight at once made each take ~100 s and
+# no pod ran before all sandboxes were made; a bound on sandboxes alone left the container
+# calls of every pod past its sandbox at the runtime at once (1.17-1.35x the raw start
+# that sends 16-32 pods at a time). 32 leaves starts of up to 32 pods as they were (16
+# made 30 pods started at once wait in two waves). A slow sandbox (a hanging CNI plugin)
+# holds one slot for at most its call's deadline.
+PARALLEL_POD_STARTS = 32
 
 
 @dataclass(frozen=True)
@@ -60,9 +63,9 @@ class PodWorkerDeps:
     containers: ContainerManager | None = None
     # Pulls at once on the node (serializeImagePulls: 1; maxParallelImagePulls); None: unbounded.
     image_pulls: trio.CapacityLimiter | None = None
-    # RunPodSandbox calls in flight on the node (None: unbounded, as the Go kubelet): see
-    # PARALLEL_SANDBOX_CREATIONS.
-    sandbox_creations: trio.CapacityLimiter | None = None
+    # Pods between their sandbox's creation and their containers' start on the node
+    # (None: unbounded, as the Go kubelet): see PARALLEL_POD_STARTS.
+    pod_starts: trio.CapacityLimiter | None = None
     # Cluster mode: the ConfigMaps, Secrets and Services pods read (None: standalone).
     objects: ObjectCache | None = None
     # The PLEG's view: a sync of a pod the runtime holds nothing of skips reading it.

@@ -34,11 +34,12 @@ class ImageProblem:
 
 async def ensure_image(
     cri: CriClient, pod: Pod, container: Container, backoff: CrashLoopBackOff, record: Record,
-    pulls: trio.CapacityLimiter | None = None,
+    pulls: trio.CapacityLimiter | None = None, on_pull: Callable[[], None] | None = None,
 ) -> str | ImageProblem:
     """The image's reference in the runtime, or why it is not available. `record(type,
     reason, message)` records the image events (Pulling, Pulled, Failed, BackOff). `pulls`
-    bounds the pulls of the node at once (serializeImagePulls: 1, maxParallelImagePulls)."""
+    bounds the pulls of the node at once (serializeImagePulls: 1, maxParallelImagePulls);
+    `on_pull()` is called before a pull waits for its turn."""
     image = container.image
     present = await cri.image_status(image)
     image_ref = present.image.id if present.HasField("image") else ""
@@ -54,6 +55,8 @@ async def ensure_image(
         return ImageProblem("ImagePullBackOff", image_pull_backoff_message(image), retry_in=backoff.delay(key))
     record("Normal", events.PULLING_IMAGE, f'Pulling image "{image}"')
     started = trio.current_time()
+    if on_pull is not None:
+        on_pull()
     try:
         async with pulls if pulls is not None else contextlib.nullcontext():
             pulling = trio.current_time()

@@ -48,6 +48,7 @@ from .deps import PodWorkerDeps
 from .container_setup import ObjectsNotReady, PodSetup, SandboxConfigError, sandbox_dns
 from .container_start import ContainerStarts
 from .publishing import PodPublishing
+from .start_slot import StartSlot
 from .resize import PodResize, running_containers
 from .termination import PodTermination
 
@@ -120,6 +121,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         self.synced_at = -math.inf
         # The sandboxes this worker has stopped: a finished pod is stopped once (kill_already_done).
         self.stopped_sandboxes: frozenset[str] = frozenset()
+        self.start_slot = StartSlot(deps.pod_starts)  # held from RunPodSandbox through the starts
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -212,6 +214,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         try:
             wake_in = await self._perform(pod, runtime, actions)
         finally:
+            self.start_slot.leave()
             # Publish what is true now, also when a step failed half way.
             if changes_runtime:
                 self.last_read = None  # the runtime changed: only a read made since may stand for it
@@ -310,8 +313,8 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
                     return RETRY_MAX
             try:
                 self._creating()
-                async with self.deps.sandbox_creations or contextlib.nullcontext():
-                    sandbox_id = await cri.run_pod_sandbox(sandbox)
+                await self.start_slot.take()
+                sandbox_id = await cri.run_pod_sandbox(sandbox)
                 self.created[0].append(sandbox_id)
             except CriError as exc:
                 self.deps.metrics.started_pods_errors.inc()

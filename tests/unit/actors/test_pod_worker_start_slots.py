@@ -1,0 +1,164 @@
+"""Pod workers start at most `pod_starts` pods at once on the node: a pod holds a slot from
+its RunPodSandbox through its containers' StartContainer; the others wait for a slot and
+every pod still starts. A pod whose image must be pulled, or whose container has a
+postStart hook, gives its slot back first. On the simulated runtime (tests/simulation)
+with slow start calls, and trio's virtual clock."""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+import pytest
+import trio
+
+from pykubelet.actors.pod_workers import pod_worker_actor
+from pykubelet.messages.pod import Pod
+from pykubelet.supervisor import ChildSpec, MailboxSpec
+from tests.simulation.runtime import ENDPOINT, SimRuntime
+from tests.support.actors import running, worker_deps
+
+SANDBOX, CREATE, START, PULL, HOOK = 5.0, 1.0, 5.0, 100.0, 100.0  # seconds each call takes
+
+
+class SlowStarts:
+    """The simulated runtime's client with slow start calls; counts the pods between
+    their RunPodSandbox's beginning and their last StartContainer's end."""
+
+    def __init__(self, client, containers_per_pod: int = 1) -> None:
+        self._client = client
+        self._containers_per_pod = containers_per_pod
+        self.starting: dict[str, int] = {}  # uid -> containers started so far
+        self.most_starting = 0
+        self.started: list[str] = []  # uids, in the order their last container started
+        self.pulling = 0
+        self.hooks_running = 0
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    async def run_pod_sandbox(self, config, *args, **kwargs):
+        uid = config.metadata.uid
+        self.starting[uid] = 0
+        self.most_starting = max(self.most_starting, len(self.starting))
+        await trio.sleep(SANDBOX)
+        return await self._client.run_pod_sandbox(config, *args, **kwargs)
+
+    async def create_container(self, sandbox_id, *args, **kwargs):
+        await trio.sleep(CREATE)
+        return await self._client.create_container(sandbox_id, *args, **kwargs)
+
+    async def start_container(self, container_id):
+        await trio.sleep(START)
+        await self._client.start_container(container_id)
+        uid = self._client._rt.containers[container_id].uid
+        self.starting[uid] += 1
+        if self.starting[uid] == self._containers_per_pod:
+            del self.starting[uid]
+            self.started.append(uid)
+
+    async def pull_image(self, image, *args, **kwargs):
+        self.pulling += 1
+        await trio.sleep(PULL)
+        return await self._client.pull_image(image, *args, **kwargs)
+
+    async def exec_sync(self, *args, **kwargs):  # the postStart hook
+        self.hooks_running += 1
+        await trio.sleep(HOOK)
+        return await self._client.exec_sync(*args, **kwargs)
+
+
+async def connected(runtime: SimRuntime, **kwargs) -> SlowStarts:
+    client = runtime.client_factory()(ENDPOINT)
+    await client.connect()
+    return SlowStarts(client, **kwargs)
+
+
+async def inline_to_thread(fn, *args, **_):
+    # A real thread would let the autojump clock jump while it runs (the pod's /etc/hosts
+    # and message files are written in one): deadlines would pass that never passed.
+    await trio.lowlevel.checkpoint()
+    return fn(*args)
+
+
+@pytest.fixture(autouse=True)
+def no_threads(monkeypatch):
+    monkeypatch.setattr(trio.to_thread, "run_sync", inline_to_thread)
+
+
+def host_network_pod(uid: str, image: str = "busybox:1", post_start: bool = False) -> Pod:
+    container = {"name": "app", "image": image, "command": ["sleep", "3600"], "imagePullPolicy": "IfNotPresent"}
+    if post_start:
+        container["lifecycle"] = {"postStart": {"exec": {"command": ["sleep", "100"]}}}  # HOOK
+    return msgspec.convert({
+        "metadata": {"name": f"web-{uid}", "namespace": "default", "uid": uid},
+        "spec": {"hostNetwork": True, "containers": [container]},
+    }, Pod)
+
+
+def workers(pods: list[Pod], deps) -> list[ChildSpec]:
+    return [
+        ChildSpec(p.metadata.uid, pod_worker_actor(p.metadata.uid, p, deps), mailbox=MailboxSpec(capacity=8, durable=True))
+        for p in pods
+    ]
+
+
+async def wait_started(client: SlowStarts, uids: list[str], within: float) -> float:
+    with trio.fail_after(within):
+        while not set(uids) <= set(client.started):
+            await trio.sleep(0.5)
+    return trio.current_time()
+
+
+async def test_at_most_the_bound_of_pods_start_at_once_and_every_pod_starts(autojump_clock, tmp_path):
+    runtime = SimRuntime(rng=random.Random(0), images={"busybox:1"})
+    client = await connected(runtime)
+    deps = worker_deps(client, str(tmp_path), pod_starts=trio.CapacityLimiter(2))
+    uids = [f"u{i}" for i in range(5)]
+    begun = trio.current_time()
+    async with running(*workers([host_network_pod(uid) for uid in uids], deps)):
+        done = await wait_started(client, uids, within=300)
+    assert client.most_starting == 2  # the bound, reached, never passed: sandbox and containers together
+    # Five starts of 11 s each (sandbox 5, create 1, start 5), two at a time: three waves.
+    assert done - begun >= 3 * (SANDBOX + CREATE + START)
+
+
+async def test_without_a_bound_every_pod_starts_at_once(autojump_clock, tmp_path):
+    runtime = SimRuntime(rng=random.Random(0), images={"busybox:1"})
+    client = await connected(runtime)
+    deps = worker_deps(client, str(tmp_path))
+    uids = [f"u{i}" for i in range(5)]
+    async with running(*workers([host_network_pod(uid) for uid in uids], deps)):
+        await wait_started(client, uids, within=300)
+    assert client.most_starting == 5
+
+
+async def wait_for(condition, within: float) -> None:
+    with trio.fail_after(within):
+        while not condition():
+            await trio.sleep(0.5)
+
+
+async def test_a_pod_pulling_its_image_gives_its_slot_to_the_next_pod(autojump_clock, tmp_path):
+    runtime = SimRuntime(rng=random.Random(0), images={"busybox:1"})
+    client = await connected(runtime)
+    deps = worker_deps(client, str(tmp_path), pod_starts=trio.CapacityLimiter(1))
+    async with running(*workers([host_network_pod("pulls", image="example.test/big:1")], deps)):
+        await wait_for(lambda: client.pulling == 1, within=60)  # its sandbox made, its pull begun
+        pulling_since = trio.current_time()
+        async with running(*workers([host_network_pod("present")], deps)):
+            started = await wait_started(client, ["present"], within=300)
+            assert started - pulling_since < PULL  # did not wait for the other pod's pull
+            await wait_started(client, ["pulls"], within=300)  # which starts too, once pulled
+
+
+async def test_a_post_start_hook_runs_outside_the_slot(autojump_clock, tmp_path):
+    runtime = SimRuntime(rng=random.Random(0), images={"busybox:1"})
+    client = await connected(runtime)
+    deps = worker_deps(client, str(tmp_path), pod_starts=trio.CapacityLimiter(1))
+    async with running(*workers([host_network_pod("hooked", post_start=True)], deps)):
+        await wait_for(lambda: client.hooks_running == 1, within=60)  # started, its hook running
+        hook_since = trio.current_time()
+        async with running(*workers([host_network_pod("plain")], deps)):
+            started = await wait_started(client, ["plain"], within=300)
+            assert started - hook_since < HOOK  # did not wait for the other pod's hook
