@@ -213,7 +213,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=10.0, help="seconds before each window (default 10)")
     parser.add_argument("--requests", type=int, default=20, help="GETs of /pods and of /debug/actors timed after each window")
     parser.add_argument("--rss-target-mb", type=float, default=100.0)
-    parser.add_argument("--cpu-target", type=float, default=3.0, help="% of one core")
+    parser.add_argument("--cpu-target", type=float, default=3.0, help="%% of one core")
     parser.add_argument("--keep-log", type=Path, help="copy the daemon's log here at the end")
     parser.add_argument("--config-line", action="append", default=[], metavar="'KEY: VALUE'",
                         help="append this line to the daemon's KubeletConfiguration (repeatable)")
