@@ -112,6 +112,9 @@ def test_unreachable_runtime_is_not_fatal_and_healthz_names_it(tmp_path, daemon_
     daemon.wait_for(lambda: daemon.healthz().status_code == 500, "healthz 500")
     daemon.wait_for(lambda: str(missing) in daemon.healthz().text, "healthz to name the socket")
     assert "[-]runtime failed" in daemon.healthz().text
+    # The console script started itself again as python -OO, in the process it was (cli/command.py).
+    cmdline = Path(f"/proc/{daemon.process.pid}/cmdline").read_bytes().split(b"\0")
+    assert cmdline[1:4] == [b"-OO", daemon.argv[0].encode(), b"run"]
     pods = daemon.inspect("pods")
     assert pods.returncode == 0 and "No pods" in pods.stdout
     assert daemon.terminate() == 0
