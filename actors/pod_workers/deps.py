@@ -40,12 +40,13 @@ class NodeSettings:
 # sync ends or first waits on something slower than the runtime's start calls (an image
 # pull, a postStart hook). Measured on 2 CPUs with containerd 1.6 (docs/performance.md,
 # "500 pods a node"): 500 RunPodSandbox calls in flight at once made each take ~100 s and
-# no pod ran before all sandboxes were made; a bound on sandboxes alone left the container
-# calls of every pod past its sandbox at the runtime at once (1.17-1.35x the raw start
-# that sends 16-32 pods at a time). 32 leaves starts of up to 32 pods as they were (16
-# made 30 pods started at once wait in two waves). A slow sandbox (a hanging CNI plugin)
-# holds one slot for at most its call's deadline.
-PARALLEL_POD_STARTS = 32
+# no pod ran before all sandboxes were made; a bound on sandboxes alone (32) left the
+# container calls of every pod past its sandbox at the runtime at once (75-85 s for 500
+# pods against 57-63 s for the raw start that sends 16 pods at a time). With 16 pods at a
+# time the 500 start in 1.02x that raw start; 30 pods start as fast 16 at a time as all
+# at once, in the raw start and here. A slow sandbox (a hanging CNI plugin) holds one
+# slot for at most its call's deadline.
+PARALLEL_POD_STARTS = 16
 
 
 @dataclass(frozen=True)
