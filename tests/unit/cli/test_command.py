@@ -16,6 +16,11 @@ def test_run_is_started_again_with_docstrings_and_asserts_left_out():
     assert restart_optimized([SCRIPT, "run", "--v=2"], 0, {}) == [sys.executable, "-OO", SCRIPT, "run", "--v=2"]
 
 
+def test_the_interpreters_x_and_w_options_are_given_again():
+    again = restart_optimized([SCRIPT, "run"], 0, {}, {"faulthandler": True, "importtime": "2"}, ["error"])
+    assert again == [sys.executable, "-OO", "-Xfaulthandler", "-Ximporttime=2", "-Werror", SCRIPT, "run"]
+
+
 def test_once_optimized_it_runs_as_is():
     assert restart_optimized([SCRIPT, "run"], 2, {}) is None
 
