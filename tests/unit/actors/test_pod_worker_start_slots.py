@@ -25,10 +25,9 @@ class SlowStarts:
     """The simulated runtime's client with slow start calls; counts the pods between
     their RunPodSandbox's beginning and their last StartContainer's end."""
 
-    def __init__(self, client, containers_per_pod: int = 1) -> None:
+    def __init__(self, client) -> None:
         self._client = client
-        self._containers_per_pod = containers_per_pod
-        self.starting: dict[str, int] = {}  # uid -> containers started so far
+        self.starting: set[str] = set()  # the pods' uids (one container each)
         self.most_starting = 0
         self.started: list[str] = []  # uids, in the order their last container started
         self.pulling = 0
@@ -38,8 +37,7 @@ class SlowStarts:
         return getattr(self._client, name)
 
     async def run_pod_sandbox(self, config, *args, **kwargs):
-        uid = config.metadata.uid
-        self.starting[uid] = 0
+        self.starting.add(config.metadata.uid)
         self.most_starting = max(self.most_starting, len(self.starting))
         await trio.sleep(SANDBOX)
         return await self._client.run_pod_sandbox(config, *args, **kwargs)
@@ -52,10 +50,8 @@ class SlowStarts:
         await trio.sleep(START)
         await self._client.start_container(container_id)
         uid = self._client._rt.containers[container_id].uid
-        self.starting[uid] += 1
-        if self.starting[uid] == self._containers_per_pod:
-            del self.starting[uid]
-            self.started.append(uid)
+        self.starting.discard(uid)
+        self.started.append(uid)
 
     async def pull_image(self, image, *args, **kwargs):
         self.pulling += 1
@@ -68,10 +64,10 @@ class SlowStarts:
         return await self._client.exec_sync(*args, **kwargs)
 
 
-async def connected(runtime: SimRuntime, **kwargs) -> SlowStarts:
+async def connected(runtime: SimRuntime) -> SlowStarts:
     client = runtime.client_factory()(ENDPOINT)
     await client.connect()
-    return SlowStarts(client, **kwargs)
+    return SlowStarts(client)
 
 
 async def inline_to_thread(fn, *args, **_):
