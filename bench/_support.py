@@ -36,7 +36,7 @@ from tests.support.containerd import (  # noqa: E402
     build_and_import_images,
     check_prerequisites,
 )
-from tests.support.daemon import DaemonProcess  # noqa: E402
+from tests.support.daemon import TEST_CGROUP_ROOT, DaemonProcess, remove_test_cgroups  # noqa: E402
 from tests.support.pods import TRAPPING_LOOP, container, pod_manifest, write_manifest  # noqa: E402
 
 __all__ = [
@@ -103,6 +103,11 @@ def private_containerd() -> Iterator[PrivateContainerd]:
     finally:
         with _uninterruptible():
             instance.stop()
+            # The daemons' and the raw starts' cgroups (tests.support.daemon.cgroup_root_for):
+            # a benchmark leaves none behind, as a test session does not.
+            problem = remove_test_cgroups()
+            if problem is not None:
+                print(f"bench cgroups under {TEST_CGROUP_ROOT} not removed: {problem}", file=sys.stderr)
         signal.signal(signal.SIGTERM, previous)
 
 

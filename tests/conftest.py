@@ -7,7 +7,6 @@ session in which no such test passed fails: a green CI means containerd was exer
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -24,23 +23,13 @@ def _test_cgroups_removed():
     (tests/support/daemon.py); set up first, this ends last, after every containerd: what
     is left there is removed, and nothing of another session's."""
     yield
-    if os.geteuid() != 0:
-        return
-    from pykubelet.ports.cgroups import CgroupError, CgroupManager, detect_cgroup_mode
-    from tests.support.daemon import TEST_CGROUP_ROOT
+    from tests.support.daemon import TEST_CGROUP_ROOT, remove_test_cgroups
 
-    mode = detect_cgroup_mode()
-    if mode.version == 0:
-        return
-    cgroups = CgroupManager(mode)
-    for attempt in range(10):  # processes of stopped runtimes may take a moment to go
-        try:
-            cgroups.destroy(TEST_CGROUP_ROOT)  # nothing to do when it was never made
-            return
-        except CgroupError as error:
-            problem = error
-        time.sleep(0.5)
-    print(f"\ntest cgroups under {TEST_CGROUP_ROOT} not removed: {problem}")
+    problem = remove_test_cgroups()
+    if problem is not None:
+        print(f"\ntest cgroups under {TEST_CGROUP_ROOT} not removed: {problem}")
+
+
 _containerd_tests_passed = 0
 
 

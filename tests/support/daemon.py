@@ -28,6 +28,29 @@ def cgroup_root_for(root_dir: Path) -> str:
     return f"{TEST_CGROUP_ROOT}/{hashlib.sha256(str(root_dir).encode()).hexdigest()[:12]}"
 
 
+def remove_test_cgroups() -> Exception | None:
+    """Remove this process's TEST_CGROUP_ROOT in every hierarchy, once every runtime and
+    daemon that used it is gone (the end of a test session, of a benchmark); None when it
+    is gone or was never made, else why it could not be removed."""
+    if os.geteuid() != 0:
+        return None
+    from pykubelet.ports.cgroups import CgroupError, CgroupManager, detect_cgroup_mode
+
+    mode = detect_cgroup_mode()
+    if mode.version == 0:
+        return None
+    cgroups = CgroupManager(mode)
+    problem: Exception | None = None
+    for attempt in range(10):  # processes of stopped runtimes may take a moment to go
+        try:
+            cgroups.destroy(TEST_CGROUP_ROOT)  # nothing to do when it was never made
+            return None
+        except CgroupError as error:
+            problem = error
+        time.sleep(0.5)
+    return problem
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
