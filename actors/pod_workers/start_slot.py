@@ -5,6 +5,8 @@ pull, a postStart hook): the rest of that sync's starts then go on outside the b
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import trio
 
 
@@ -12,6 +14,17 @@ class StartSlot:
     def __init__(self, limiter: trio.CapacityLimiter | None) -> None:
         self._limiter = limiter  # None: starts are not bounded
         self.held = False
+
+    def take_nowait(self) -> bool:
+        """Take a slot if one is free now (True also when held or unbounded)."""
+        if self._limiter is None or self.held:
+            return True
+        try:
+            self._limiter.acquire_on_behalf_of_nowait(self)
+        except trio.WouldBlock:
+            return False
+        self.held = True
+        return True
 
     async def take(self) -> None:
         """Wait for a slot (a checkpoint, also when held or unbounded)."""
@@ -26,3 +39,23 @@ class StartSlot:
         if self.held:
             self.held = False
             self._limiter.release_on_behalf_of(self)
+
+    async def take_unless(self, read_one: Callable[[], Awaitable[None]], given_up: Callable[[], bool]) -> bool:
+        """Wait for a slot while `read_one` reads the worker's messages, one per call, until
+        given_up() says the pod is not to start any more: False then, and no slot held."""
+        if not self.take_nowait():
+            async def read() -> None:
+                while not given_up():
+                    await read_one()
+                nursery.cancel_scope.cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read)
+                await self.take()
+                nursery.cancel_scope.cancel()
+        else:
+            await trio.lowlevel.checkpoint()
+        if given_up():
+            self.leave()
+            return False
+        return True

@@ -22,7 +22,7 @@ from cri_api.v1 import api_pb2
 from pykubelet.actors import events
 from pykubelet.actors.events import pod_reference
 from pykubelet.messages.pod import Pod, PodCondition
-from pykubelet.messages.pod_updates import EvictedPod, EvictPod, PodWorkerMessage, SyncPod, TerminatePod
+from pykubelet.messages.pod_updates import EvictPod, TerminatePod
 from pykubelet.messages.runtime import PodRuntimeStatus
 from pykubelet.pods.actions import PodActions, compute_pod_actions, kill_already_done, probe_kill
 from pykubelet.pods.active_deadline import (
@@ -39,7 +39,7 @@ from pykubelet.pods.status import ran_before
 from pykubelet.ports.cgroups import CgroupError
 from pykubelet.ports.cri import CriError
 from pykubelet.ports.cri.pods import read_created, read_pod_status
-from pykubelet.supervisor import ActorContext, Registry
+from pykubelet.supervisor import ActorContext, Mailbox, Registry
 from pykubelet.actors.volumes.manager import MountFailed, VolumeManager
 
 from pykubelet.supervisor.verbosity import V
@@ -47,6 +47,7 @@ from pykubelet.supervisor.verbosity import V
 from .deps import PodWorkerDeps
 from .container_setup import ObjectsNotReady, PodSetup, SandboxConfigError, sandbox_dns
 from .container_start import ContainerStarts
+from .messages import PodWorkerMessages, StartGivenUp
 from .publishing import PodPublishing
 from .start_slot import StartSlot
 from .resize import PodResize, running_containers
@@ -82,9 +83,9 @@ def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
     return run
 
 
-class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
-    """One pod's syncs: this module drives them (read, decide, act, publish); starting
-    containers is in container_start.py, stopping them in termination.py, resizing them in
+class PodWorker(PodWorkerMessages, ContainerStarts, PodTermination, PodResize, PodPublishing):
+    """One pod's syncs: this module drives them (read, decide, act, publish); the messages
+    read from the mailbox are taken in messages.py, starting containers is in container_start.py, stopping them in termination.py, resizing them in
     resize.py, publishing the status in publishing.py."""
 
     def __init__(self, uid: str, pod: Pod | None, deps: PodWorkerDeps) -> None:
@@ -122,6 +123,8 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
         # The sandboxes this worker has stopped: a finished pod is stopped once (kill_already_done).
         self.stopped_sandboxes: frozenset[str] = frozenset()
         self.start_slot = StartSlot(deps.pod_starts)  # held from RunPodSandbox through the starts
+        self.mailbox: Mailbox | None = None  # the actor's, once it runs
+        self.terminate_asked: TerminatePod | None = None  # read from the mailbox: stop the pod
 
     def record(self, pod: Pod | None, container: str | None, type: str, reason: str, message: str) -> None:
         if pod is not None:
@@ -134,17 +137,17 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
     async def run(self, ctx: ActorContext) -> None:
         assert ctx.mailbox is not None
         self.registry = ctx.registry
+        self.mailbox = ctx.mailbox
         wake_at = -math.inf if self.pod is not None else math.inf  # sync at once if we have a spec
         retry = ExponentialBackoff(RETRY_INITIAL, RETRY_MAX, jitter=RETRY_JITTER)
-        terminate: TerminatePod | None = None
         while True:
             with trio.move_on_at(wake_at):
-                terminate = self._take(await ctx.mailbox.receive(), terminate)
-            terminate = self._drain(ctx, terminate)
+                self._take(await ctx.mailbox.receive())
+            self._drain()
             await self.deps.runtime.wait_connected()
             try:
-                if terminate is not None:
-                    await self.terminate(terminate)
+                if self.terminate_asked is not None:
+                    await self.terminate(self.terminate_asked)
                     return
                 if self.pod is None:
                     wake_at = math.inf
@@ -155,6 +158,8 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
                 # do not all sync in the same second (Go: workerResyncIntervalJitterFactor).
                 resync = jittered(self.deps.resync_period, RESYNC_JITTER)
                 wake_in = resync if wake_in is None else min(wake_in, resync)
+            except StartGivenUp:
+                wake_in = 0  # at once: the TerminatePod or the eviction read while waiting
             except CriError as exc:
                 wake_in = retry.next_delay()
                 log.warning("pod sync failed, retrying in %.3gs: %s", wake_in, exc, extra=self.fields)
@@ -163,27 +168,6 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
                 if self.pod is not None and self.deps.statuses.get(self.uid) is None and not ran_before(self.pod):
                     self._publish(self.pod, PodRuntimeStatus(uid=self.uid, name="", namespace=""))
             wake_at = trio.current_time() + wake_in if wake_in is not None else math.inf
-
-    def _take(self, message: PodWorkerMessage, terminate: TerminatePod | None) -> TerminatePod | None:
-        if isinstance(message, TerminatePod):
-            return message
-        if isinstance(message, EvictedPod) and self.eviction is None and self.pod is not None:
-            self.eviction = message.eviction
-            log.warning("evicting pod: %s", message.eviction.message, extra=self.fields)
-            self.deps.events.record(pod_reference(self.pod, None), "Warning", message.eviction.reason,
-                                    message.eviction.message)
-        if isinstance(message, SyncPod):
-            if self.pod is not None and message.pod != self.pod:
-                self.updated = True
-            self.pod = message.pod
-        return terminate
-
-    def _drain(self, ctx: ActorContext, terminate: TerminatePod | None) -> TerminatePod | None:
-        while True:
-            try:
-                terminate = self._take(ctx.mailbox.receive_nowait(), terminate)
-            except trio.WouldBlock:
-                return terminate
 
     # -- sync ----------------------------------------------------------------------
 
@@ -313,7 +297,7 @@ class PodWorker(ContainerStarts, PodTermination, PodResize, PodPublishing):
                     return RETRY_MAX
             try:
                 self._creating()
-                await self.start_slot.take()
+                await self._take_start_slot()
                 sandbox_id = await cri.run_pod_sandbox(sandbox)
                 self.created[0].append(sandbox_id)
             except CriError as exc:

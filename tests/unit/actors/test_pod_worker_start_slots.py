@@ -1,8 +1,9 @@
 """Pod workers start at most `pod_starts` pods at once on the node: a pod holds a slot from
 its RunPodSandbox through its containers' StartContainer; the others wait for a slot and
 every pod still starts. A pod whose image must be pulled, or whose container has a
-postStart hook, gives its slot back first. On the simulated runtime (tests/simulation)
-with slow start calls, and trio's virtual clock."""
+postStart hook, gives its slot back first; a pod deleted or evicted while it waits for a
+slot is not started. On the simulated runtime (tests/simulation) with slow start calls,
+and trio's virtual clock."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import trio
 
 from pykubelet.actors.pod_workers import pod_worker_actor
 from pykubelet.messages.pod import Pod
+from pykubelet.messages.pod_updates import EvictedPod, EvictPod, TerminatePod
 from pykubelet.supervisor import ChildSpec, MailboxSpec
 from tests.simulation.runtime import ENDPOINT, SimRuntime
 from tests.support.actors import running, worker_deps
@@ -28,6 +30,7 @@ class SlowStarts:
     def __init__(self, client) -> None:
         self._client = client
         self.starting: set[str] = set()  # the pods' uids (one container each)
+        self.sandboxes_asked: list[str] = []  # every RunPodSandbox's pod uid
         self.most_starting = 0
         self.started: list[str] = []  # uids, in the order their last container started
         self.pulling = 0
@@ -37,6 +40,7 @@ class SlowStarts:
         return getattr(self._client, name)
 
     async def run_pod_sandbox(self, config, *args, **kwargs):
+        self.sandboxes_asked.append(config.metadata.uid)
         self.starting.add(config.metadata.uid)
         self.most_starting = max(self.most_starting, len(self.starting))
         await trio.sleep(SANDBOX)
@@ -93,8 +97,9 @@ def host_network_pod(uid: str, image: str = "busybox:1", post_start: bool = Fals
 
 
 def workers(pods: list[Pod], deps) -> list[ChildSpec]:
-    return [
-        ChildSpec(p.metadata.uid, pod_worker_actor(p.metadata.uid, p, deps), mailbox=MailboxSpec(capacity=8, durable=True))
+    return [  # transient, as the sync loop makes them: a worker that stopped its pod ends
+        ChildSpec(p.metadata.uid, pod_worker_actor(p.metadata.uid, p, deps), restart="transient",
+                  mailbox=MailboxSpec(capacity=8, durable=True))
         for p in pods
     ]
 
@@ -158,3 +163,34 @@ async def test_a_post_start_hook_runs_outside_the_slot(autojump_clock, tmp_path)
         async with running(*workers([host_network_pod("plain")], deps)):
             started = await wait_started(client, ["plain"], within=300)
             assert started - hook_since < HOOK  # did not wait for the other pod's hook
+
+
+@pytest.mark.parametrize("asked", ["terminate", "evict"])
+async def test_a_pod_deleted_or_evicted_while_waiting_for_a_slot_is_not_started(autojump_clock, tmp_path, asked):
+    runtime = SimRuntime(rng=random.Random(0), images={"busybox:1"})
+    client = await connected(runtime)
+    deps = worker_deps(client, str(tmp_path), pod_starts=trio.CapacityLimiter(1))
+    async with running(*workers([host_network_pod("a"), host_network_pod("b")], deps)) as tree:
+        await wait_for(lambda: len(client.starting) == 1, within=60)
+        (first,) = client.starting
+        waits = "b" if first == "a" else "a"  # waits for the slot
+        mailbox = tree.registry.lookup(f"root/{waits}")
+        if asked == "terminate":
+            mailbox.send_nowait(TerminatePod(reason="deleted"))
+            await wait_for(lambda: deps.statuses.get(waits) is None, within=60)  # stopped, forgotten
+        else:
+            mailbox.send_nowait(EvictedPod(eviction=EvictPod(waits, "Evicted", "memory", grace_period_seconds=0)))
+            await wait_for(lambda: _phase(deps, waits) == "Failed", within=60)
+        await wait_started(client, [first], within=300)
+        await trio.sleep(3 * (SANDBOX + CREATE + START))  # the slot is free long enough for another start
+    assert client.sandboxes_asked == [first]  # the other pod's sandbox was never asked for
+    assert waits not in runtime_pods(runtime)
+
+
+def runtime_pods(runtime: SimRuntime) -> set[str]:
+    return {sandbox.uid for sandbox in runtime.sandboxes.values()}
+
+
+def _phase(deps, uid: str) -> str | None:
+    status = deps.statuses.get(uid)
+    return status.phase if status is not None else None
