@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import os
-import tempfile
 
 import yaml
 from cryptography import x509
@@ -17,9 +16,9 @@ from hypothesis import example, given, strategies as st
 
 from pykubelet.ports.apiserver import Credentials, KubeconfigError, load_kubeconfig
 
-from .support import tried, valid
+from .support import scratch_directory, tried, valid
 
-_DIRECTORY = tempfile.mkdtemp(prefix="pykubelet-fuzz-kubeconfig-")
+_DIRECTORY = scratch_directory("pykubelet-fuzz-kubeconfig-")
 _KUBECONFIG = os.path.join(_DIRECTORY, "kubeconfig")
 
 

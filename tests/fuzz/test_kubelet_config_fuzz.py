@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 
 import msgspec
 import yaml
@@ -17,9 +16,9 @@ from pykubelet.cli.config.flags import FLAGS
 from pykubelet.messages.config import API_VERSION, KIND, KubeletConfiguration, go_field_names
 from pykubelet.messages.duration import Duration, DurationError, format_duration, parse_duration
 
-from .support import tried, valid
+from .support import scratch_directory, tried, valid
 
-_DIRECTORY = tempfile.mkdtemp(prefix="pykubelet-fuzz-config-")
+_DIRECTORY = scratch_directory("pykubelet-fuzz-config-")
 _CONFIG = os.path.join(_DIRECTORY, "config.yaml")
 _DEFAULTS = KubeletConfiguration()
 _FIELDS = go_field_names(KubeletConfiguration)  # Go name -> attribute

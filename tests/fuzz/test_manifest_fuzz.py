@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 import msgspec
 import yaml
@@ -15,7 +14,7 @@ from pykubelet.actors.sources.file import ManifestPath
 from pykubelet.messages.pod import Pod
 from pykubelet.pods.manifest import ManifestError, decode_manifests
 
-from .support import tried, valid
+from .support import scratch_directory, tried, valid
 
 ORIGIN = "/etc/kubernetes/manifests/fuzz.yaml"
 NODE = "node-1"
@@ -182,7 +181,7 @@ def test_arbitrary_bytes_are_a_manifest_error_or_pods(data):
     decode_or_error(data, "http")
 
 
-_DIRECTORY = tempfile.mkdtemp(prefix="pykubelet-fuzz-manifests-")
+_DIRECTORY = scratch_directory("pykubelet-fuzz-manifests-")
 
 
 @given(st.lists(mutated_bytes() | valid_manifests().map(lambda m: encode(m, False)), min_size=1, max_size=3))
