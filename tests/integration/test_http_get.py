@@ -188,6 +188,15 @@ async def test_https_with_a_certificate_nobody_trusts(nursery):
     assert seen[0].startswith(b"GET / HTTP/1.1")
 
 
+def test_the_https_context_verifies_nothing_and_holds_no_ca_store():
+    from pykubelet.ports.http_get import _tls_context
+
+    context = _tls_context()
+    assert (context.verify_mode, context.check_hostname) == (ssl.CERT_NONE, False)
+    assert context.cert_store_stats()["x509_ca"] == 0  # the system's CAs would be ~1 MB of memory for nothing
+    assert context.minimum_version >= ssl.TLSVersion.TLSv1_2
+
+
 async def test_https_to_a_plain_http_server_is_a_connect_error(nursery):
     reply = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
     port, _ = await _serve_once(nursery, _replying(reply), read_first=False)
