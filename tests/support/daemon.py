@@ -22,6 +22,22 @@ SCRIPTS = Path(sys.executable).parent
 # this test session (tests/conftest.py) once containerd is gone. One per session: another
 # session running at the same time (a second pytest, a benchmark) keeps its own.
 TEST_CGROUP_ROOT = f"/pykubelet-test/session-{os.getpid()}"
+# Where containerd puts a CRI container whose sandbox names no cgroup parent: /k8s.io/<id>,
+# after its CRI namespace (several integration tests and benchmarks make such sandboxes).
+# runc removes each container's folder, not this one: removed at the end too, in each
+# hierarchy where it was not there when this session began, once empty.
+CONTAINERD_DEFAULT_PARENT = "k8s.io"
+
+
+def _cgroup_mounts() -> list[str]:
+    try:
+        with open("/proc/self/mounts") as mounts:
+            return [f[1] for f in map(str.split, mounts) if len(f) > 2 and f[2] in ("cgroup", "cgroup2")]
+    except OSError:
+        return []
+
+
+_DEFAULT_PARENT_BEFORE = {m for m in _cgroup_mounts() if os.path.isdir(f"{m}/{CONTAINERD_DEFAULT_PARENT}")}
 
 
 def cgroup_root_for(root_dir: Path) -> str:
@@ -31,9 +47,16 @@ def cgroup_root_for(root_dir: Path) -> str:
 def remove_test_cgroups() -> Exception | None:
     """Remove this process's TEST_CGROUP_ROOT in every hierarchy, once every runtime and
     daemon that used it is gone (the end of a test session, of a benchmark); None when it
-    is gone or was never made, else why it could not be removed."""
+    is gone or was never made, else why it could not be removed. containerd's default
+    parent goes too where this session made it and it is empty (rmdir: another session's
+    containers in it keep it)."""
     if os.geteuid() != 0:
         return None
+    for mount in set(_cgroup_mounts()) - _DEFAULT_PARENT_BEFORE:
+        try:
+            os.rmdir(f"{mount}/{CONTAINERD_DEFAULT_PARENT}")
+        except OSError:
+            pass  # never made, or in use
     from pykubelet.ports.cgroups import CgroupError, CgroupManager, detect_cgroup_mode
 
     mode = detect_cgroup_mode()
