@@ -94,6 +94,7 @@ def private_containerd() -> Iterator[PrivateContainerd]:
     """A private containerd with BUSYBOX_IMAGE and the pause image imported; stopped (every
     sandbox removed, shims killed, cgroups and temp dir gone) however the block ends."""
     check_prerequisites()
+    print(memory_cgroups_line("at the start"), flush=True)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     instance = PrivateContainerd()
     try:
@@ -108,7 +109,31 @@ def private_containerd() -> Iterator[PrivateContainerd]:
             problem = remove_test_cgroups()
             if problem is not None:
                 print(f"bench cgroups under {TEST_CGROUP_ROOT} not removed: {problem}", file=sys.stderr)
+            print(memory_cgroups_line("at the end"), flush=True)
         signal.signal(signal.SIGTERM, previous)
+
+
+def memory_cgroups() -> int | None:
+    """The memory cgroups the kernel holds (/proc/cgroups), removed ones included: a
+    container's memory cgroup outlives its folder while page cache is charged to it."""
+    try:
+        with open("/proc/cgroups") as table:
+            for line in table:
+                fields = line.split()
+                if fields and fields[0] == "memory":
+                    return int(fields[2])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def memory_cgroups_line(when: str) -> str:
+    count = memory_cgroups()
+    if count is None:
+        return f"memory cgroups in the kernel {when}: unknown"
+    note = ("; thousands of removed ones slow every start down, machine-wide: "
+            "`sync; echo 1 > /proc/sys/vm/drop_caches` frees them (docs/performance.md)") if count > 2000 else ""
+    return f"memory cgroups in the kernel {when}, removed ones included: {count}{note}"
 
 
 def _interrupt(signum: int, frame: object) -> None:
