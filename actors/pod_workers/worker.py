@@ -212,7 +212,12 @@ class PodWorker(PodWorkerMessages, ContainerStarts, PodTermination, PodResize, P
             await self._tell_probes(pod, runtime)
             self.synced_at = trio.current_time()  # Go: lastSyncTime, after each sync, failed or not
         deps.metrics.pod_worker_duration.labels(operation).observe(time.perf_counter() - started)
-        self.synced_once, self.updated = True, False
+        # A newer spec taken from the mailbox while the pod waited for its start slot
+        # (messages.py) is synced at once, as one left in the mailbox would be.
+        newer = self.pod is not pod and self.pod != pod
+        self.synced_once, self.updated = True, newer
+        if newer:
+            return 0.0
         # Wake at the pod's active deadline (Go: the activeDeadlineHandler's ShouldSync).
         remaining = active_deadline_remaining(pod, time.time(), start_time_of(pod, deps.statuses.get(self.uid)))
         if remaining:

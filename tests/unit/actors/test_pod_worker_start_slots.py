@@ -15,7 +15,7 @@ import trio
 
 from pykubelet.actors.pod_workers import pod_worker_actor
 from pykubelet.messages.pod import Pod
-from pykubelet.messages.pod_updates import EvictedPod, EvictPod, TerminatePod
+from pykubelet.messages.pod_updates import EvictedPod, EvictPod, SyncPod, TerminatePod
 from pykubelet.supervisor import ChildSpec, MailboxSpec
 from tests.simulation.runtime import ENDPOINT, SimRuntime
 from tests.support.actors import running, worker_deps
@@ -185,6 +185,24 @@ async def test_a_pod_deleted_or_evicted_while_waiting_for_a_slot_is_not_started(
         await trio.sleep(3 * (SANDBOX + CREATE + START))  # the slot is free long enough for another start
     assert client.sandboxes_asked == [first]  # the other pod's sandbox was never asked for
     assert waits not in runtime_pods(runtime)
+    assert deps.pod_starts.borrowed_tokens == 0  # no slot kept by the pod given up
+
+
+async def test_a_newer_spec_read_while_waiting_for_a_slot_is_synced_right_after_the_start(autojump_clock, tmp_path):
+    runtime = SimRuntime(rng=random.Random(0), images={"busybox:1"})
+    client = await connected(runtime)
+    deps = worker_deps(client, str(tmp_path), pod_starts=trio.CapacityLimiter(1))
+    assert deps.resync_period >= 30  # far longer than the wait for the newer spec below
+    async with running(*workers([host_network_pod("a"), host_network_pod("b")], deps)) as tree:
+        await wait_for(lambda: len(client.starting) == 1, within=60)
+        (first,) = client.starting
+        waits = "b" if first == "a" else "a"
+        newer = host_network_pod(waits)
+        newer = msgspec.structs.replace(newer, metadata=msgspec.structs.replace(newer.metadata, labels={"v": "2"}))
+        tree.registry.lookup(f"root/{waits}").send_nowait(SyncPod(pod=newer))
+        await wait_started(client, [waits], within=300)
+        # Published with the newer spec by the sync right after the start, not the resync's.
+        await wait_for(lambda: deps.statuses.source_pod(waits).metadata.labels == {"v": "2"}, within=5)
 
 
 def runtime_pods(runtime: SimRuntime) -> set[str]:
