@@ -40,7 +40,7 @@ POST_START_TIMEOUT = 120.0  # Go gives postStart no deadline; a hung hook must n
 class ContainerStarts:
     """The start half of PodWorker; uses its deps, uid, waiting, created, setup, pod_ips,
     hosts_file, message_files, volumes, start_slot, record(), fields, _creating(),
-    _grace_period() and _host()."""
+    _grace_period(), _host() and _unless_stopped()."""
 
     async def _start_container(
         self,
@@ -72,6 +72,7 @@ class ContainerStarts:
             cri, pod, container, deps.image_backoff,
             lambda type, reason, message: self.record(pod, name, type, reason, message), deps.image_pulls,
             on_pull=self.start_slot.leave,  # a pull may take minutes: other pods start meanwhile
+            waiting=self._unless_stopped,  # and the pod may be deleted meanwhile
         )
         if isinstance(image, ImageProblem):
             self.waiting[name] = (image.reason, image.message)

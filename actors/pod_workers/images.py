@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import trio
 
@@ -35,11 +35,13 @@ class ImageProblem:
 async def ensure_image(
     cri: CriClient, pod: Pod, container: Container, backoff: CrashLoopBackOff, record: Record,
     pulls: trio.CapacityLimiter | None = None, on_pull: Callable[[], None] | None = None,
+    waiting: Callable[[Callable[[], Awaitable[str]]], Awaitable[str]] | None = None,
 ) -> str | ImageProblem:
     """The image's reference in the runtime, or why it is not available. `record(type,
     reason, message)` records the image events (Pulling, Pulled, Failed, BackOff). `pulls`
     bounds the pulls of the node at once (serializeImagePulls: 1, maxParallelImagePulls);
-    `on_pull()` is called before a pull waits for its turn."""
+    `on_pull()` is called before a pull waits for its turn; `waiting(pull)` awaits the wait
+    for that turn and the pull (the pod worker's, to give them up when the pod is deleted)."""
     image = container.image
     present = await cri.image_status(image)
     image_ref = present.image.id if present.HasField("image") else ""
@@ -57,10 +59,16 @@ async def ensure_image(
     started = trio.current_time()
     if on_pull is not None:
         on_pull()
-    try:
+    pulling = started
+
+    async def pull() -> str:
+        nonlocal pulling
         async with pulls if pulls is not None else contextlib.nullcontext():
             pulling = trio.current_time()
-            image_ref = await cri.pull_image(image)
+            return await cri.pull_image(image)
+
+    try:
+        image_ref = await (waiting(pull) if waiting is not None else pull())
     except CriCallError as exc:
         backoff.next(key, time.time())
         message = f'Failed to pull image "{image}": {exc}'

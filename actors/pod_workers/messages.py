@@ -1,10 +1,13 @@
 """The messages a pod worker takes from its mailbox, for the pod worker (a mixin, as
-publishing.py): between syncs, and while a pod waits for its start slot (start_slot.py),
-where a TerminatePod or an eviction means the pod is not started at all."""
+publishing.py): between syncs, and while a pod's start waits (for its start slot in
+start_slot.py, for an image pull), where a TerminatePod or an eviction means the pod is not
+started at all and the wait is given up."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
@@ -13,9 +16,12 @@ from pykubelet.messages.pod_updates import EvictedPod, PodWorkerMessage, SyncPod
 
 log = logging.getLogger("pykubelet.podworker")
 
+T = TypeVar("T")
+
 
 class StartGivenUp(Exception):
-    """A pod waiting for its start slot was deleted or evicted meanwhile: not started."""
+    """A pod whose start was waiting (for its start slot, an image pull) was deleted or
+    evicted meanwhile: the wait was given up, the rest of the start is not made."""
 
 
 class PodWorkerMessages:
@@ -48,15 +54,33 @@ class PodWorkerMessages:
     def _not_to_start(self) -> bool:
         return self.terminate_asked is not None or self.eviction is not None
 
-    async def _take_start_slot(self) -> None:
-        """Wait for a start slot, reading the mailbox meanwhile (hundreds of pods may be
-        waiting): a pod deleted or evicted before its turn is not started, its wait ends
-        with StartGivenUp and the worker goes on to stop it (Go's pod workers cancel a sync
-        in flight when a kill is asked for). A newer spec read meanwhile is the next sync's."""
-        async def read_one() -> None:
-            self._take(await self.mailbox.receive())
+    async def _unless_stopped(self, wait: Callable[[], Awaitable[T]]) -> T:
+        """await wait() while reading the mailbox: a TerminatePod or an eviction read
+        meanwhile cancels it and raises StartGivenUp, so that the worker goes on to stop
+        the pod (Go's pod workers cancel a sync in flight when a kill is asked for). A
+        newer spec read meanwhile is the next sync's (PodWorker.sync)."""
+        if self.mailbox is None:
+            return await wait()  # driven outside an actor (tests): no messages to read
+        result: list[T] = []
 
-        if not await self.start_slot.take_unless(read_one, self._not_to_start):
-            log.info("pod not started: %s before its turn to start came",
+        async def read() -> None:
+            while not self._not_to_start():
+                self._take(await self.mailbox.receive())
+            nursery.cancel_scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            result.append(await wait())
+            nursery.cancel_scope.cancel()
+        if self._not_to_start():
+            log.info("pod not started: %s while its start waited",
                      "deleted" if self.terminate_asked is not None else "evicted", extra=self.fields)
             raise StartGivenUp
+        return result[0]
+
+    async def _take_start_slot(self) -> None:
+        """Wait for a start slot (hundreds of pods may be waiting), unless stopped."""
+        if self.start_slot.take_nowait():
+            await trio.lowlevel.checkpoint()
+            return
+        await self._unless_stopped(self.start_slot.take)  # a slot taken as it gave up: the sync's end gives it back

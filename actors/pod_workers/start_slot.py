@@ -5,8 +5,6 @@ pull, a postStart hook): the rest of that sync's starts then go on outside the b
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 import trio
 
 
@@ -39,23 +37,3 @@ class StartSlot:
         if self.held:
             self.held = False
             self._limiter.release_on_behalf_of(self)
-
-    async def take_unless(self, read_one: Callable[[], Awaitable[None]], given_up: Callable[[], bool]) -> bool:
-        """Wait for a slot while `read_one` reads the worker's messages, one per call, until
-        given_up() says the pod is not to start any more: False then, and no slot held."""
-        if not self.take_nowait():
-            async def read() -> None:
-                while not given_up():
-                    await read_one()
-                nursery.cancel_scope.cancel()
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(read)
-                await self.take()
-                nursery.cancel_scope.cancel()
-        else:
-            await trio.lowlevel.checkpoint()
-        if given_up():
-            self.leave()
-            return False
-        return True

@@ -2,7 +2,7 @@
 its RunPodSandbox through its containers' StartContainer; the others wait for a slot and
 every pod still starts. A pod whose image must be pulled, or whose container has a
 postStart hook, gives its slot back first; a pod deleted or evicted while it waits for a
-slot is not started. On the simulated runtime (tests/simulation) with slow start calls,
+slot, or for its image, is not started. On the simulated runtime (tests/simulation) with slow start calls,
 and trio's virtual clock."""
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class SlowStarts:
         self.most_starting = 0
         self.started: list[str] = []  # uids, in the order their last container started
         self.pulling = 0
+        self.pulls_finished = 0
         self.hooks_running = 0
 
     def __getattr__(self, name):
@@ -60,6 +61,7 @@ class SlowStarts:
     async def pull_image(self, image, *args, **kwargs):
         self.pulling += 1
         await trio.sleep(PULL)
+        self.pulls_finished += 1
         return await self._client.pull_image(image, *args, **kwargs)
 
     async def exec_sync(self, *args, **kwargs):  # the postStart hook
@@ -203,6 +205,21 @@ async def test_a_newer_spec_read_while_waiting_for_a_slot_is_synced_right_after_
         await wait_started(client, [waits], within=300)
         # Published with the newer spec by the sync right after the start, not the resync's.
         await wait_for(lambda: deps.statuses.source_pod(waits).metadata.labels == {"v": "2"}, within=5)
+
+
+async def test_a_pod_deleted_while_its_image_is_pulled_gives_the_pull_up(autojump_clock, tmp_path):
+    runtime = SimRuntime(rng=random.Random(0), images={"busybox:1"})
+    client = await connected(runtime)
+    deps = worker_deps(client, str(tmp_path), pod_starts=trio.CapacityLimiter(1))
+    async with running(*workers([host_network_pod("pulls", image="example.test/big:1")], deps)) as tree:
+        await wait_for(lambda: client.pulling == 1, within=60)  # its sandbox made, its pull begun
+        asked = trio.current_time()
+        tree.registry.lookup("root/pulls").send_nowait(TerminatePod(reason="deleted"))
+        await wait_for(lambda: deps.statuses.get("pulls") is None, within=PULL)  # stopped, forgotten
+        assert trio.current_time() - asked < PULL / 10  # the pull did not run to its end first
+        await trio.sleep(2 * PULL)
+    assert "pulls" not in client.started and "pulls" not in runtime_pods(runtime)
+    assert client.pulls_finished == 0
 
 
 def runtime_pods(runtime: SimRuntime) -> set[str]:
