@@ -73,7 +73,7 @@ class PodWorkerMessages:
             result.append(await wait())
             nursery.cancel_scope.cancel()
         if self._not_to_start():
-            log.info("pod not started: %s while its start waited",
+            log.info("start given up: the pod was %s while the start waited (for a start slot or an image)",
                      "deleted" if self.terminate_asked is not None else "evicted", extra=self.fields)
             raise StartGivenUp
         return result[0]
