@@ -9,6 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import outcome
 import trio
 
 from pykubelet.actors.events import pod_reference
@@ -61,7 +62,7 @@ class PodWorkerMessages:
         newer spec read meanwhile is the next sync's (PodWorker.sync)."""
         if self.mailbox is None:
             return await wait()  # driven outside an actor (tests): no messages to read
-        result: list[T] = []
+        got: outcome.Outcome | None = None  # None: wait() was cancelled
 
         async def read() -> None:
             while not self._not_to_start():
@@ -70,13 +71,17 @@ class PodWorkerMessages:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(read)
-            result.append(await wait())
+            try:
+                got = outcome.Value(await wait())
+            except Exception as error:  # raised as it is below, not in the nursery's ExceptionGroup
+                got = outcome.Error(error)
             nursery.cancel_scope.cancel()
         if self._not_to_start():
             log.info("start given up: the pod was %s while the start waited (for a start slot or an image)",
                      "deleted" if self.terminate_asked is not None else "evicted", extra=self.fields)
             raise StartGivenUp
-        return result[0]
+        assert got is not None  # only a give-up above cancels wait() and goes on
+        return got.unwrap()
 
     async def _take_start_slot(self) -> None:
         """Wait for a start slot (hundreds of pods may be waiting), unless stopped."""

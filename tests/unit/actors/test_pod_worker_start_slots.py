@@ -16,11 +16,13 @@ import trio
 from pykubelet.actors.pod_workers import pod_worker_actor
 from pykubelet.messages.pod import Pod
 from pykubelet.messages.pod_updates import EvictedPod, EvictPod, SyncPod, TerminatePod
+from pykubelet.ports.cri import CriCallError
 from pykubelet.supervisor import ChildSpec, MailboxSpec
 from tests.simulation.runtime import ENDPOINT, SimRuntime
 from tests.support.actors import running, worker_deps
 
 SANDBOX, CREATE, START, PULL, HOOK = 5.0, 1.0, 5.0, 100.0, 100.0  # seconds each call takes
+MISSING = {"example.test/missing:1"}  # images whose pull fails
 
 
 class SlowStarts:
@@ -61,6 +63,8 @@ class SlowStarts:
     async def pull_image(self, image, *args, **kwargs):
         self.pulling += 1
         await trio.sleep(PULL)
+        if image in MISSING:
+            raise CriCallError(endpoint=ENDPOINT, operation="pull_image", code="NOT_FOUND", detail=f"{image}: not found")
         self.pulls_finished += 1
         return await self._client.pull_image(image, *args, **kwargs)
 
@@ -220,6 +224,20 @@ async def test_a_pod_deleted_while_its_image_is_pulled_gives_the_pull_up(autojum
         await trio.sleep(2 * PULL)
     assert "pulls" not in client.started and "pulls" not in runtime_pods(runtime)
     assert client.pulls_finished == 0
+
+
+async def test_a_failed_pull_is_err_image_pull_while_the_worker_reads_its_mailbox(autojump_clock, tmp_path):
+    runtime = SimRuntime(rng=random.Random(0), images={"busybox:1"})
+    client = await connected(runtime)
+    deps = worker_deps(client, str(tmp_path), pod_starts=trio.CapacityLimiter(1))
+    async with running(*workers([host_network_pod("missing", image="example.test/missing:1")], deps)):
+        def waiting_reason() -> str | None:
+            status = deps.statuses.get("missing")
+            states = [c.state.waiting for c in status.container_statuses] if status is not None else []
+            return states[0].reason if states and states[0] is not None else None
+
+        await wait_for(lambda: waiting_reason() == "ErrImagePull", within=2 * PULL)
+    assert client.pulling >= 1
 
 
 def runtime_pods(runtime: SimRuntime) -> set[str]:
