@@ -88,4 +88,5 @@ class PodWorkerMessages:
         if self.start_slot.take_nowait():
             await trio.lowlevel.checkpoint()
             return
-        await self._unless_stopped(self.start_slot.take)  # a slot taken as it gave up: the sync's end gives it back
+        # A slot taken in the same moment as a give-up is given back when the sync ends.
+        await self._unless_stopped(self.start_slot.take)

@@ -84,9 +84,10 @@ def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
 
 
 class PodWorker(PodWorkerMessages, ContainerStarts, PodTermination, PodResize, PodPublishing):
-    """One pod's syncs: this module drives them (read, decide, act, publish); the messages
-    read from the mailbox are taken in messages.py, starting containers is in container_start.py, stopping them in termination.py, resizing them in
-    resize.py, publishing the status in publishing.py."""
+    """One pod's syncs: this module drives them (read, decide, act, publish); taking the
+    mailbox's messages is in messages.py, starting containers in container_start.py,
+    stopping them in termination.py, resizing them in resize.py, publishing the status in
+    publishing.py."""
 
     def __init__(self, uid: str, pod: Pod | None, deps: PodWorkerDeps) -> None:
         self.uid = uid
@@ -212,8 +213,8 @@ class PodWorker(PodWorkerMessages, ContainerStarts, PodTermination, PodResize, P
             await self._tell_probes(pod, runtime)
             self.synced_at = trio.current_time()  # Go: lastSyncTime, after each sync, failed or not
         deps.metrics.pod_worker_duration.labels(operation).observe(time.perf_counter() - started)
-        # A newer spec taken from the mailbox while the pod waited for its start slot
-        # (messages.py) is synced at once, as one left in the mailbox would be.
+        # A newer spec taken from the mailbox while the start waited (for a start slot, an
+        # image: messages.py) is synced at once, as one left in the mailbox would be.
         newer = self.pod is not pod and self.pod != pod
         self.synced_once, self.updated = True, newer
         if newer:
