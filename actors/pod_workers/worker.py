@@ -68,9 +68,13 @@ def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
     runtime, which only ever gets TerminatePod)."""
 
     restarted = False
+    # What an incarnation had taken from the mailbox and not yet carried out when it
+    # crashed: the next one stops the pod all the same (the sync loop does not ask twice).
+    terminate_asked: TerminatePod | None = None
+    eviction: EvictPod | None = None
 
     async def run(ctx: ActorContext) -> None:
-        nonlocal restarted
+        nonlocal restarted, terminate_asked, eviction
         spec = pod
         if restarted:
             # Go on from the newest spec this worker published, not the one it was made
@@ -78,7 +82,12 @@ def pod_worker_actor(uid: str, pod: Pod | None, deps: PodWorkerDeps):
             # restart its changed containers twice (simulation BUG 5).
             spec = deps.statuses.source_pod(uid) or pod
         restarted = True
-        await PodWorker(uid, spec, deps).run(ctx)
+        worker = PodWorker(uid, spec, deps)
+        worker.terminate_asked, worker.eviction = terminate_asked, eviction
+        try:
+            await worker.run(ctx)
+        finally:
+            terminate_asked, eviction = worker.terminate_asked, worker.eviction
 
     return run
 
@@ -139,7 +148,8 @@ class PodWorker(PodWorkerMessages, ContainerStarts, PodTermination, PodResize, P
         assert ctx.mailbox is not None
         self.registry = ctx.registry
         self.mailbox = ctx.mailbox
-        wake_at = -math.inf if self.pod is not None else math.inf  # sync at once if we have a spec
+        # At once with a spec, or a TerminatePod an earlier incarnation took; else wait.
+        wake_at = -math.inf if self.pod is not None or self.terminate_asked is not None else math.inf
         retry = ExponentialBackoff(RETRY_INITIAL, RETRY_MAX, jitter=RETRY_JITTER)
         while True:
             with trio.move_on_at(wake_at):

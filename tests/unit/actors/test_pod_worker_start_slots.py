@@ -2,7 +2,8 @@
 its RunPodSandbox through its containers' StartContainer; the others wait for a slot and
 every pod still starts. A pod whose image must be pulled, or whose container has a
 postStart hook, gives its slot back first; a pod deleted or evicted while it waits for a
-slot, or for its image, is not started. On the simulated runtime (tests/simulation) with slow start calls,
+slot, or for its image, is not started, and a TerminatePod a worker took is carried out
+even when that worker crashed first. On the simulated runtime (tests/simulation) with slow start calls,
 and trio's virtual clock."""
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class SlowStarts:
         self.started: list[str] = []  # uids, in the order their last container started
         self.pulling = 0
         self.pulls_finished = 0
+        self.crash_on_stop = False
         self.hooks_running = 0
 
     def __getattr__(self, name):
@@ -67,6 +69,12 @@ class SlowStarts:
             raise CriCallError(endpoint=ENDPOINT, operation="pull_image", code="NOT_FOUND", detail=f"{image}: not found")
         self.pulls_finished += 1
         return await self._client.pull_image(image, *args, **kwargs)
+
+    async def stop_pod_sandbox(self, sandbox_id):
+        if self.crash_on_stop:
+            self.crash_on_stop = False
+            raise RuntimeError("injected: a bug in the worker's stop path")
+        return await self._client.stop_pod_sandbox(sandbox_id)
 
     async def exec_sync(self, *args, **kwargs):  # the postStart hook
         self.hooks_running += 1
@@ -238,6 +246,25 @@ async def test_a_failed_pull_is_err_image_pull_while_the_worker_reads_its_mailbo
 
         await wait_for(lambda: waiting_reason() == "ErrImagePull", within=2 * PULL)
     assert client.pulling >= 1
+
+
+@pytest.mark.parametrize("asked", ["terminate", "evict"])
+async def test_what_a_crashed_worker_took_from_its_mailbox_the_next_one_carries_out(autojump_clock, tmp_path, asked):
+    runtime = SimRuntime(rng=random.Random(0), images={"busybox:1"})
+    client = await connected(runtime)
+    deps = worker_deps(client, str(tmp_path), pod_starts=trio.CapacityLimiter(1))
+    async with running(*workers([host_network_pod("web")], deps)) as tree:
+        await wait_started(client, ["web"], within=60)
+        client.crash_on_stop = True  # the first incarnation crashes while it stops the pod
+        mailbox = tree.registry.lookup("root/web")
+        if asked == "terminate":
+            mailbox.send_nowait(TerminatePod(reason="deleted"))
+            await wait_for(lambda: deps.statuses.get("web") is None, within=120)  # stopped, forgotten
+        else:
+            mailbox.send_nowait(EvictedPod(eviction=EvictPod("web", "Evicted", "memory", grace_period_seconds=0)))
+            await wait_for(lambda: _phase(deps, "web") == "Failed", within=120)
+        assert not client.crash_on_stop  # it did crash
+        assert not runtime.ready_sandboxes("web") and not runtime.running("web")
 
 
 def runtime_pods(runtime: SimRuntime) -> set[str]:
