@@ -248,23 +248,32 @@ async def test_a_failed_pull_is_err_image_pull_while_the_worker_reads_its_mailbo
     assert client.pulling >= 1
 
 
-@pytest.mark.parametrize("asked", ["terminate", "evict"])
+@pytest.mark.parametrize("asked", ["terminate", "evict", "orphan"])
 async def test_what_a_crashed_worker_took_from_its_mailbox_the_next_one_carries_out(autojump_clock, tmp_path, asked):
     runtime = SimRuntime(rng=random.Random(0), images={"busybox:1"})
     client = await connected(runtime)
     deps = worker_deps(client, str(tmp_path), pod_starts=trio.CapacityLimiter(1))
-    async with running(*workers([host_network_pod("web")], deps)) as tree:
+    children = workers([host_network_pod("web")], deps)
+    if asked == "orphan":  # the pod runs, then a worker with no spec is made to stop it
+        async with running(*children):
+            await wait_started(client, ["web"], within=60)
+        deps.statuses.remove("web")  # as after a daemon restart: known from the runtime alone
+        children = [ChildSpec("web", pod_worker_actor("web", None, deps), restart="transient",
+                              mailbox=MailboxSpec(capacity=8, durable=True))]
+    async with running(*children) as tree:
         await wait_started(client, ["web"], within=60)
         client.crash_on_stop = True  # the first incarnation crashes while it stops the pod
         mailbox = tree.registry.lookup("root/web")
-        if asked == "terminate":
-            mailbox.send_nowait(TerminatePod(reason="deleted"))
-            await wait_for(lambda: deps.statuses.get("web") is None, within=120)  # stopped, forgotten
-        else:
+        if asked == "evict":
             mailbox.send_nowait(EvictedPod(eviction=EvictPod("web", "Evicted", "memory", grace_period_seconds=0)))
-            await wait_for(lambda: _phase(deps, "web") == "Failed", within=120)
+        else:
+            mailbox.send_nowait(TerminatePod(reason="deleted", namespace="default", name="web-web"))
+        await wait_for(lambda: not runtime.ready_sandboxes("web") and not runtime.running("web"), within=120)
         assert not client.crash_on_stop  # it did crash
-        assert not runtime.ready_sandboxes("web") and not runtime.running("web")
+        if asked == "evict":
+            assert _phase(deps, "web") == "Failed"
+        else:
+            await wait_for(lambda: deps.statuses.get("web") is None, within=60)  # stopped, forgotten
 
 
 def runtime_pods(runtime: SimRuntime) -> set[str]:
