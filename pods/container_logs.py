@@ -236,9 +236,12 @@ class LogWriter:
     Each record's content is written as is: a P record's without a newline, so the next
     record continues its line, an F record's with one. `timestamps` prefixes each record
     with its time (RFC3339NanoFixed and a space); records older than `since` are skipped;
-    `limit_bytes` cuts the output at exactly that many bytes and sets `done`. Malformed
-    records are skipped and counted in `malformed`, the first kept in `first_malformed`
-    as (record, error) for the caller's one log line.
+    `limit_bytes` cuts the output at exactly that many bytes and sets `done`. With
+    `tail_lines` and no `follow`, `done` is set once that many lines are written (Go's
+    limited mode: lines written after the tail was found are not sent); a line skipped for
+    `since` counts, a malformed record does not. Malformed records are skipped and counted
+    in `malformed`, the first kept in `first_malformed` as (record, error) for the
+    caller's one log line.
     """
 
     def __init__(self, options: LogOptions, *, now: float) -> None:
@@ -250,6 +253,7 @@ class LogWriter:
         # Records in UTC compare by their first 19 bytes unless they share since's second.
         self._since_head = None if since is None else _utc_head(self._since_ns)
         self._remaining = options.limit_bytes
+        self._lines_left = options.tail_lines if options.tail_lines is not None and not options.follow else None
         self._plain = not self._timestamps and since is None
         self.done = False
         self.malformed = 0
@@ -279,7 +283,17 @@ class LogWriter:
         contents = [line[m.end():] for line in lines if (m := match(line))]
         if len(contents) != len(lines):
             return None  # a P record or a malformed one: take the record-by-record path
+        if self._lines_left is not None:
+            contents = contents[: self._lines_left]
+            self._end_lines(len(contents))
         return b"\n".join(contents) + _NL if contents else b""
+
+    def _end_lines(self, count: int) -> None:
+        """`count` more lines written: done when the tail's lines are all out."""
+        if self._lines_left is not None:
+            self._lines_left -= count
+            if self._lines_left <= 0:
+                self.done = True
 
     def _each_record(self, lines: list[bytes], *, last_unterminated: bool) -> bytes:
         out: list[bytes] = []
@@ -287,18 +301,24 @@ class LogWriter:
         match = _RECORD.match
         since_ns, timestamps = self._since_ns, self._timestamps
         for line in lines:
+            if self.done:
+                break  # the tail's lines are out
             m = match(line)
             if m is None:
                 self._skip(line)
                 continue
             stamp = m[1]
+            ends_line = not last_unterminated and not _is_partial(m[3])
             if since_ns is not None and not self._at_or_after_since(stamp):
+                if ends_line:
+                    self._end_lines(1)
                 continue
             if timestamps:
                 append(fixed_timestamp(stamp) + b" ")
             append(line[m.end():])
-            if not last_unterminated and not _is_partial(m[3]):
+            if ends_line:
                 append(_NL)
+                self._end_lines(1)
         return b"".join(out)
 
     def _at_or_after_since(self, stamp: bytes) -> bool:

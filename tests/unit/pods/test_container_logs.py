@@ -256,6 +256,24 @@ def test_fast_and_record_by_record_paths_agree():
     assert write(LogOptions(since_time=0.0), plain) == write(LogOptions(), plain)
 
 
+def test_tail_lines_without_follow_sends_no_line_written_after_the_tail():
+    # Go's limited mode: a line the container writes between finding the tail and reading
+    # it is not sent, on either path (the fast one, the record-by-record one).
+    writer = LogWriter(LogOptions(tail_lines=2), now=T0)
+    assert writer.write(rec(1, b"a") + rec(2, b"b") + rec(3, b"written since")) == b"a\nb\n"
+    assert writer.done and writer.write(rec(4, b"more")) == b"" and writer.write_unterminated(b"x") == b""
+    writer = LogWriter(LogOptions(tail_lines=2), now=T0)
+    assert writer.write(rec(1, b"he", b"P") + rec(1, b"llo") + rec(2, b"b") + rec(3, b"c")) == b"hello\nb\n"
+    assert writer.done
+    # a line skipped for since counts (it is one of the tail's), a malformed record does not
+    since = float(calendar.timegm((2024, 5, 1, 10, 20, 2)))
+    writer = LogWriter(LogOptions(tail_lines=2, since_time=since), now=T0)
+    assert writer.write(rec(1, b"old") + b"not a record\n" + rec(2, b"b") + rec(3, b"c")) == b"b\n"
+    # following, or without tailLines, every line is sent
+    assert write(LogOptions(tail_lines=1, follow=True), rec(1, b"a") + rec(2, b"b")) == b"a\nb\n"
+    assert write(LogOptions(), rec(1, b"a") + rec(2, b"b")) == b"a\nb\n"
+
+
 def test_an_unterminated_last_record_is_written_without_a_newline():
     writer = LogWriter(LogOptions(), now=T0)
     assert writer.write_unterminated(rec(1, b"tail")[:-1]) == b"tail"
