@@ -255,7 +255,7 @@ class LogWriter:
         self._remaining = options.limit_bytes
         self._lines_left = options.tail_lines if options.tail_lines is not None and not options.follow else None
         self._plain = not self._timestamps and since is None
-        self.done = False
+        self.done = self._lines_left == 0
         self.malformed = 0
         self.first_malformed: tuple[bytes, str] | None = None
 

@@ -164,7 +164,9 @@ class _LogFile:
 
 def _tail_start(fd: int, lines: int) -> int:
     """The offset where the last `lines` lines start, read backwards in TAIL_BLOCK blocks
-    (Go: FindTailLineStartIndex; an unterminated last record is not counted but follows)."""
+    (Go: FindTailLineStartIndex; an unterminated last record is not counted: it is sent
+    after them when following, and without follow only if the file has fewer whole lines,
+    as the writer stops after `lines` lines then)."""
     counter = TailCounter(lines)
     low = os.fstat(fd).st_size
     buffer = b""

@@ -269,6 +269,9 @@ def test_tail_lines_without_follow_sends_no_line_written_after_the_tail():
     since = float(calendar.timegm((2024, 5, 1, 10, 20, 2)))
     writer = LogWriter(LogOptions(tail_lines=2, since_time=since), now=T0)
     assert writer.write(rec(1, b"old") + b"not a record\n" + rec(2, b"b") + rec(3, b"c")) == b"b\n"
+    # tailLines=0 sends nothing, on either path
+    assert write(LogOptions(tail_lines=0), rec(1, b"a")) == b""
+    assert write(LogOptions(tail_lines=0, timestamps=True), rec(1, b"a")) == b""
     # following, or without tailLines, every line is sent
     assert write(LogOptions(tail_lines=1, follow=True), rec(1, b"a") + rec(2, b"b")) == b"a\nb\n"
     assert write(LogOptions(), rec(1, b"a") + rec(2, b"b")) == b"a\nb\n"
