@@ -68,7 +68,7 @@ from _support import (  # noqa: E402
 from probes import web_pod  # noqa: E402
 
 from pykubelet.ports.cri import CriClient  # noqa: E402
-from tests.support.containerd import PAUSE_IMAGE, unmount_under  # noqa: E402
+from tests.support.containerd import PAUSE_IMAGE, cgroup_mount_points, unmount_under  # noqa: E402
 
 GO_PORTS = {"port": 20250, "read-only-port": 20255, "healthz-port": 20248}
 MB = 1024 * 1024
@@ -232,12 +232,7 @@ class GoKubelet:
         shutil.rmtree(self.base, ignore_errors=True)
 
     def _cgroup_folders(self) -> list[Path]:
-        folders = []
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            fields = line.split()
-            if fields[fields.index("-") + 1] in ("cgroup", "cgroup2"):  # v1, and v2 beside them (hybrid)
-                folders.append(Path(fields[4]) / self.cgroup_root.lstrip("/"))
-        return folders
+        return [Path(mount) / self.cgroup_root.lstrip("/") for mount in cgroup_mount_points()]
 
 
 Kubelet = Pykubelet | GoKubelet

@@ -22,9 +22,9 @@ def _test_cgroups_removed():
     """Daemons under test keep their pods' cgroups under one root per session
     (tests/support/daemon.py); set up first, this ends last, after every containerd: what
     is left there is removed, and nothing of another session's."""
-    yield
-    from tests.support.daemon import TEST_CGROUP_ROOT, remove_test_cgroups
+    from tests.support.daemon import TEST_CGROUP_ROOT, remove_test_cgroups  # before any containerd
 
+    yield
     problem = remove_test_cgroups()
     if problem is not None:
         print(f"\ntest cgroups under {TEST_CGROUP_ROOT} not removed: {problem}")

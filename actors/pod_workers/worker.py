@@ -153,7 +153,7 @@ class PodWorker(PodWorkerMessages, ContainerStarts, PodTermination, PodResize, P
         retry = ExponentialBackoff(RETRY_INITIAL, RETRY_MAX, jitter=RETRY_JITTER)
         while True:
             with trio.move_on_at(wake_at):
-                self._take(await ctx.mailbox.receive())
+                self._take(await self.mailbox.receive())
             self._drain()
             await self.deps.runtime.wait_connected()
             try:

@@ -30,7 +30,7 @@ def run_host_network_sandbox(socket: str) -> str:
 
 def cgroup_folders_named(name: str) -> list[str]:
     found = []
-    for mount_point in support._cgroup_mount_points():
+    for mount_point in support.cgroup_mount_points():
         for folder, _, _ in os.walk(mount_point):
             if os.path.basename(folder) == name:
                 found.append(folder)

@@ -398,14 +398,15 @@ def _remove_cgroups(ids: set[str]) -> None:
     """rmdir the (empty) cgroup folders named after this instance's containers and sandboxes."""
     if not ids:
         return
-    for mount_point in _cgroup_mount_points():
+    for mount_point in cgroup_mount_points():
         for folder, subdirs, _ in os.walk(mount_point, topdown=False):
             if os.path.basename(folder) in ids:
                 with _ignore_missing():
                     os.rmdir(folder)
 
 
-def _cgroup_mount_points() -> list[str]:
+def cgroup_mount_points() -> list[str]:
+    """Every cgroup hierarchy's mount point (v1 ones, named ones, and cgroup2 beside them)."""
     points = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         fields = line.split()

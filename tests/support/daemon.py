@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.containerd import unmount_under
+from tests.support.containerd import cgroup_mount_points, unmount_under
 
 SCRIPTS = Path(sys.executable).parent
 # Daemons under test keep their kubepods under here, one cgroup root each (named after the
@@ -27,17 +27,9 @@ TEST_CGROUP_ROOT = f"/pykubelet-test/session-{os.getpid()}"
 # runc removes each container's folder, not this one: removed at the end too, in each
 # hierarchy where it was not there when this session began, once empty.
 CONTAINERD_DEFAULT_PARENT = "k8s.io"
-
-
-def _cgroup_mounts() -> list[str]:
-    try:
-        with open("/proc/self/mounts") as mounts:
-            return [f[1] for f in map(str.split, mounts) if len(f) > 2 and f[2] in ("cgroup", "cgroup2")]
-    except OSError:
-        return []
-
-
-_DEFAULT_PARENT_BEFORE = {m for m in _cgroup_mounts() if os.path.isdir(f"{m}/{CONTAINERD_DEFAULT_PARENT}")}
+# Taken when this module is first imported: tests/conftest.py and bench/_support.py do so
+# before any containerd starts.
+_DEFAULT_PARENT_BEFORE = {m for m in cgroup_mount_points() if os.path.isdir(f"{m}/{CONTAINERD_DEFAULT_PARENT}")}
 
 
 def cgroup_root_for(root_dir: Path) -> str:
@@ -52,7 +44,7 @@ def remove_test_cgroups() -> Exception | None:
     containers in it keep it)."""
     if os.geteuid() != 0:
         return None
-    for mount in set(_cgroup_mounts()) - _DEFAULT_PARENT_BEFORE:
+    for mount in set(cgroup_mount_points()) - _DEFAULT_PARENT_BEFORE:
         try:
             os.rmdir(f"{mount}/{CONTAINERD_DEFAULT_PARENT}")
         except OSError:
