@@ -70,11 +70,22 @@ if str(REPO) not in sys.path:
 
 CANDIDATES = (
     "trio-asyncio", "to-thread", "to-thread-lim", "worker", "future", "future-kept", "aio-thread", "aio-plain",
-    "client", "client-cq",
+    "client", "client-cq", "trio-h2",
 )
 TIMEOUT = 60.0  # a deadline only: a loaded machine makes ExecSync slow
 EXEC_COMMAND = ["true"]
 EXEC_TIMEOUT = 30  # seconds: the command's own timeout, as an exec probe sends its timeoutSeconds
+# The options the CRI port gave grpcio's channel while it ran on grpcio (before
+# ports/grpc_client): the baseline and the grpcio candidates use them.
+GRPCIO_OPTIONS = [
+    ("grpc.default_authority", "localhost"),
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    ("grpc.max_send_message_length", 16 * 1024 * 1024),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 3000),
+    ("grpc.min_reconnect_backoff_ms", 5000),
+    ("grpc.use_local_subchannel_pool", 1),
+]
 CONTAINER = ""  # --container: the running container ExecSync execs in (set in the child)
 
 
@@ -101,10 +112,9 @@ def _baseline(endpoint: str, method: str, calls: int) -> float:
     import grpc
     from cri_api.v1 import api_pb2_grpc
 
-    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
 
     request = _request(method)
-    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+    with grpc.insecure_channel(endpoint, options=GRPCIO_OPTIONS) as channel:
         rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
         for _ in range(_warm_up(calls)):
             rpc(request, timeout=TIMEOUT, wait_for_ready=False)
@@ -148,12 +158,11 @@ async def _trio_asyncio(endpoint: str, method: str, calls: int) -> tuple[float, 
     import trio_asyncio
     from cri_api.v1 import api_pb2_grpc
 
-    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
 
     request = _request(method)
     async with trio_asyncio.open_loop():
         async def open_channel():
-            return grpc.aio.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
+            return grpc.aio.insecure_channel(endpoint, options=GRPCIO_OPTIONS)
 
         channel = await trio_asyncio.aio_as_trio(open_channel)()
         rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
@@ -173,11 +182,10 @@ async def _to_thread(endpoint: str, method: str, calls: int, limited: bool) -> t
     import trio
     from cri_api.v1 import api_pb2_grpc
 
-    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
 
     request = _request(method)
     limiter = trio.CapacityLimiter(8) if limited else None
-    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+    with grpc.insecure_channel(endpoint, options=GRPCIO_OPTIONS) as channel:
         rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
 
         def blocking():
@@ -215,10 +223,9 @@ async def _future(endpoint: str, method: str, calls: int) -> tuple[float, float]
     import trio
     from cri_api.v1 import api_pb2_grpc
 
-    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
 
     request = _request(method)
-    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+    with grpc.insecure_channel(endpoint, options=GRPCIO_OPTIONS) as channel:
         rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
         token = trio.lowlevel.current_trio_token()
 
@@ -237,7 +244,6 @@ async def _worker(endpoint: str, method: str, calls: int) -> tuple[float, float]
     import trio
     from cri_api.v1 import api_pb2_grpc
 
-    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
 
     request = _request(method)
     jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -252,7 +258,7 @@ async def _worker(endpoint: str, method: str, calls: int) -> tuple[float, float]
     threads = [threading.Thread(target=work, daemon=True) for _ in range(2)]
     for thread in threads:
         thread.start()
-    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+    with grpc.insecure_channel(endpoint, options=GRPCIO_OPTIONS) as channel:
         rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
 
         def blocking():
@@ -290,10 +296,9 @@ async def _future_kept(endpoint: str, method: str, calls: int) -> tuple[float, f
     import trio
     from cri_api.v1 import api_pb2_grpc
 
-    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
 
     request = _request(method)
-    with grpc.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+    with grpc.insecure_channel(endpoint, options=GRPCIO_OPTIONS) as channel:
         never = threading.Event()
 
         def no_request():
@@ -324,7 +329,6 @@ async def _aio_thread(endpoint: str, method: str, calls: int) -> tuple[float, fl
     import trio
     from cri_api.v1 import api_pb2_grpc
 
-    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
 
     request = _request(method)
     # A plain selector loop (trio-asyncio's policy refuses new_event_loop() in trio).
@@ -333,7 +337,7 @@ async def _aio_thread(endpoint: str, method: str, calls: int) -> tuple[float, fl
     thread.start()
 
     async def open_channel():
-        return grpc.aio.insecure_channel(endpoint, options=_CHANNEL_OPTIONS)
+        return grpc.aio.insecure_channel(endpoint, options=GRPCIO_OPTIONS)
 
     channel = asyncio.run_coroutine_threadsafe(open_channel(), loop).result()
     rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
@@ -393,6 +397,25 @@ async def _client(endpoint: str, method: str, calls: int) -> tuple[float, float]
         return await _timed(call, calls)
 
 
+async def _trio_h2(endpoint: str, method: str, calls: int) -> tuple[float, float]:
+    """ports/grpc_client's Channel alone: HTTP/2 driven by trio on the socket, no thread."""
+    from cri_api.v1 import api_pb2
+
+    from pykubelet.ports.grpc_client import Channel
+
+    request = _request(method).SerializeToString()
+    answer = getattr(api_pb2, f"{method}Response")
+    path = f"/runtime.v1.RuntimeService/{method}".encode()
+    channel = Channel(endpoint[len("unix://"):], max_message=16 * 1024 * 1024)
+    try:
+        async def call():
+            return answer.FromString(await channel.unary(path, request, TIMEOUT))
+
+        return await _timed(call, calls)
+    finally:
+        channel.close()
+
+
 def _aio_plain(endpoint: str, method: str, calls: int) -> tuple[float, float]:
     """grpc.aio awaited in a plain asyncio loop, no trio at all: the floor of aio-thread."""
     import asyncio
@@ -400,12 +423,11 @@ def _aio_plain(endpoint: str, method: str, calls: int) -> tuple[float, float]:
     import grpc
     from cri_api.v1 import api_pb2_grpc
 
-    from pykubelet.ports.cri.client import _CHANNEL_OPTIONS
 
     request = _request(method)
 
     async def main() -> tuple[float, float]:
-        async with grpc.aio.insecure_channel(endpoint, options=_CHANNEL_OPTIONS) as channel:
+        async with grpc.aio.insecure_channel(endpoint, options=GRPCIO_OPTIONS) as channel:
             rpc = getattr(api_pb2_grpc.RuntimeServiceStub(channel), method)
             for _ in range(_warm_up(calls)):
                 await rpc(request, timeout=TIMEOUT, wait_for_ready=False)
@@ -421,6 +443,15 @@ def _aio_plain(endpoint: str, method: str, calls: int) -> tuple[float, float]:
         loop.close()
 
 
+def _baseline_apart(endpoint: str, method: str, calls: int) -> float:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", "baseline", "--endpoint", endpoint, "--method", method,
+         "--calls", str(calls), "--container", CONTAINER],
+        capture_output=True, text=True, check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])["cpu"]
+
+
 def child(
     candidate: str, endpoint: str, method: str, calls: int, concurrency: int, container: str, period: float
 ) -> dict:
@@ -431,7 +462,11 @@ def child(
     PERIOD = period
     CONTAINER = container
 
-    before = _baseline(endpoint, method, calls)
+    if candidate == "baseline":
+        return {"candidate": candidate, "cpu": _baseline(endpoint, method, calls)}
+    # The baseline in a process of its own: grpcio's threads, once started, would stay in
+    # this one and bill their idle wake-ups to a candidate that has none of its own.
+    before = _baseline_apart(endpoint, method, calls)
     if candidate == "trio-asyncio":
         cpu, wall = trio.run(_trio_asyncio, endpoint, method, calls)
     elif candidate in ("to-thread", "to-thread-lim"):
@@ -446,11 +481,13 @@ def child(
         cpu, wall = _aio_plain(endpoint, method, calls)
     elif candidate == "aio-thread":
         cpu, wall = trio.run(_aio_thread, endpoint, method, calls)
+    elif candidate == "trio-h2":
+        cpu, wall = trio.run(_trio_h2, endpoint, method, calls)
     elif candidate in ("client", "client-cq"):
         cpu, wall = trio.run(_client, endpoint, method, calls)
     else:
         raise SystemExit(f"unknown candidate {candidate!r}; one of {', '.join(CANDIDATES)}")
-    after = _baseline(endpoint, method, calls)
+    after = _baseline_apart(endpoint, method, calls)
     return {"candidate": candidate, "cpu": cpu, "wall": wall, "baseline": (before + after) / 2}
 
 

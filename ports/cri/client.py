@@ -1,29 +1,24 @@
 """CriClient: the kubelet's typed async port to a CRI runtime (RuntimeService + ImageService).
 
-grpc.aio over a unix socket, on the process's grpc loop thread (ports/grpc_loop.py), called
-from trio with one wake-up per answer. Each call gets a deadline, is recorded in
-RuntimeOperationMetrics under the Go kubelet's operation_type names, and fails with a typed
-CriError (see errors.py); nothing of asyncio (its CancelledError included) gets past it.
+gRPC over the runtime's unix socket through ports/grpc_client, driven by trio itself (no
+thread, no other event loop); messages are the CRI's protobuf types. Each call gets a
+deadline, is recorded in RuntimeOperationMetrics under the Go kubelet's operation_type
+names, and fails with a typed CriError (see errors.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
-import grpc
-import trio
-from cri_api.v1 import api_pb2, api_pb2_grpc
+from cri_api.v1 import api_pb2
 
-from .. import grpc_loop
+from ..grpc_client import Channel, RpcError
 from .errors import CommandTimedOut, CriError, NotCriRuntime, RuntimeUnavailable, classify
 from .metrics import RuntimeOperationMetrics
 from .types import ExecSyncResult, RuntimeCondition, RuntimeStatus, RuntimeVersion
-
-T = TypeVar("T")
 
 DEFAULT_REQUEST_TIMEOUT = 120.0  # the Go kubelet's --runtime-request-timeout (2m)
 CRI_API_VERSION = "v1"  # the CRI API this client speaks (runtime.v1)
@@ -32,24 +27,22 @@ KUBELET_RUNTIME_API_VERSION = "0.1.0"
 
 _REQUEST_TIMEOUT: Any = object()  # _call's default: the client's request_timeout
 
-_MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # as the Go kubelet's CRI client (maxMsgSize)
-_CHANNEL_OPTIONS = [
-    ("grpc.default_authority", "localhost"),
-    ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
-    # Reconnect quickly after a runtime restart, as the Go kubelet (backoff from 100 ms up
-    # to 3 s, 5 s minimum connect timeout; grpc-core reads min_reconnect_backoff_ms as the
-    # latter). Calls do not wait for a connection (wait_for_ready=False): while the channel
-    # backs off, every call fails at once with UNAVAILABLE.
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 3000),
-    ("grpc.min_reconnect_backoff_ms", 5000),
-    # A channel of its own connection: grpc-core otherwise shares one subchannel among the
-    # channels to an address, so the runtime link's new channel after an outage inherited
-    # the old one's reconnect back-off on top of the link's own (up to 6 s after
-    # containerd was back instead of 3 s).
-    ("grpc.use_local_subchannel_pool", 1),
-]
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # as the Go kubelet's CRI client (maxMsgSize), both ways
+
+# Each CRI method's HTTP/2 path and answer type, by method name.
+_IMAGE_METHODS = ("ListImages", "ImageStatus", "PullImage", "RemoveImage", "ImageFsInfo")
+_RUNTIME_METHODS = (
+    "Version", "Status", "RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "PodSandboxStatus",
+    "ListPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "UpdateContainerResources",
+    "RemoveContainer", "ListContainers", "ContainerStatus", "ReopenContainerLog", "ListContainerStats",
+    "ContainerStats", "ListPodSandboxStats", "ExecSync", "Exec", "Attach", "PortForward",
+)
+_METHODS: dict[str, tuple[bytes, Any]] = {
+    name: (f"/runtime.v1.{service}/{name}".encode(), getattr(api_pb2, f"{name}Response"))
+    for service, names in (("RuntimeService", _RUNTIME_METHODS), ("ImageService", _IMAGE_METHODS))
+    for name in names
+}
+_EVENTS = b"/runtime.v1.RuntimeService/GetContainerEvents"
 
 
 def normalize_endpoint(endpoint: str) -> str:
@@ -88,9 +81,7 @@ class CriClient:
         self.request_timeout = request_timeout
         self.metrics = metrics
         self.runtime_version: RuntimeVersion | None = None  # set by connect()
-        self._channel: grpc.aio.Channel | None = None
-        self._runtime: api_pb2_grpc.RuntimeServiceStub | None = None
-        self._images: api_pb2_grpc.ImageServiceStub | None = None
+        self._channel: Channel | None = None
 
     # -- connection -------------------------------------------------------------------
 
@@ -98,9 +89,7 @@ class CriClient:
         """Open the channel and do the CRI v1 Version handshake (RuntimeUnavailable,
         NotCriRuntime or RuntimeTimeout when the endpoint is not a working CRI runtime)."""
         if self._channel is None:
-            self._channel = await grpc_loop.run(self._open_channel)
-            self._runtime = api_pb2_grpc.RuntimeServiceStub(self._channel)
-            self._images = api_pb2_grpc.ImageServiceStub(self._channel)
+            self._channel = Channel(self.endpoint[len("unix://"):], max_message=MAX_MESSAGE_BYTES)
         try:
             self.runtime_version = await self.version()
         except BaseException:
@@ -112,10 +101,8 @@ class CriClient:
         """Close the channel (calls in flight, and calls after it, fail with
         RuntimeUnavailable). Idempotent."""
         channel, self._channel = self._channel, None
-        self._runtime = self._images = None
         if channel is not None:
-            with trio.CancelScope(shield=True):  # also closes when the caller is cancelled
-                await grpc_loop.run(channel.close)
+            channel.close()
 
     async def __aenter__(self) -> CriClient:
         await self.connect()
@@ -124,15 +111,11 @@ class CriClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def _open_channel(self) -> grpc.aio.Channel:
-        # grpc.aio binds a channel to the running asyncio loop, so create it inside it.
-        return grpc.aio.insecure_channel(self.endpoint, options=_CHANNEL_OPTIONS)
-
     # -- RuntimeService ---------------------------------------------------------------
 
     async def version(self) -> RuntimeVersion:
         response = await self._call(
-            "version", self._rt().Version, api_pb2.VersionRequest(version=KUBELET_RUNTIME_API_VERSION)
+            "version", "Version", api_pb2.VersionRequest(version=KUBELET_RUNTIME_API_VERSION)
         )
         missing = [
             field for field in ("version", "runtime_name", "runtime_version", "runtime_api_version")
@@ -150,7 +133,7 @@ class CriClient:
 
     async def status(self, verbose: bool = False) -> RuntimeStatus:
         response = await self._call(
-            "status", self._rt().Status, api_pb2.StatusRequest(verbose=verbose)
+            "status", "Status", api_pb2.StatusRequest(verbose=verbose)
         )
         return RuntimeStatus(
             conditions=[
@@ -165,7 +148,7 @@ class CriClient:
     ) -> str:
         """Returns the new sandbox's id. Twice the request timeout, as the Go kubelet."""
         response = await self._call(
-            "run_podsandbox", self._rt().RunPodSandbox,
+            "run_podsandbox", "RunPodSandbox",
             api_pb2.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler),
             timeout=2 * self.request_timeout,
         )
@@ -173,13 +156,13 @@ class CriClient:
 
     async def stop_pod_sandbox(self, pod_sandbox_id: str) -> None:
         await self._call(
-            "stop_podsandbox", self._rt().StopPodSandbox,
+            "stop_podsandbox", "StopPodSandbox",
             api_pb2.StopPodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
         )
 
     async def remove_pod_sandbox(self, pod_sandbox_id: str) -> None:
         await self._call(
-            "remove_podsandbox", self._rt().RemovePodSandbox,
+            "remove_podsandbox", "RemovePodSandbox",
             api_pb2.RemovePodSandboxRequest(pod_sandbox_id=pod_sandbox_id),
         )
 
@@ -187,7 +170,7 @@ class CriClient:
         self, pod_sandbox_id: str, verbose: bool = False
     ) -> api_pb2.PodSandboxStatusResponse:
         return await self._call(
-            "podsandbox_status", self._rt().PodSandboxStatus,
+            "podsandbox_status", "PodSandboxStatus",
             api_pb2.PodSandboxStatusRequest(pod_sandbox_id=pod_sandbox_id, verbose=verbose),
         )
 
@@ -195,7 +178,7 @@ class CriClient:
         self, filter: api_pb2.PodSandboxFilter | None = None
     ) -> list[api_pb2.PodSandbox]:
         response = await self._call(
-            "list_podsandbox", self._rt().ListPodSandbox,
+            "list_podsandbox", "ListPodSandbox",
             api_pb2.ListPodSandboxRequest(filter=filter),
         )
         return list(response.items)
@@ -208,7 +191,7 @@ class CriClient:
     ) -> str:
         """Returns the new container's id."""
         response = await self._call(
-            "create_container", self._rt().CreateContainer,
+            "create_container", "CreateContainer",
             api_pb2.CreateContainerRequest(
                 pod_sandbox_id=pod_sandbox_id, config=config, sandbox_config=sandbox_config
             ),
@@ -217,7 +200,7 @@ class CriClient:
 
     async def start_container(self, container_id: str) -> None:
         await self._call(
-            "start_container", self._rt().StartContainer,
+            "start_container", "StartContainer",
             api_pb2.StartContainerRequest(container_id=container_id),
         )
 
@@ -225,7 +208,7 @@ class CriClient:
         """Stop with a grace period of `timeout` seconds (TERM, then KILL); the call's own
         deadline is the request timeout plus the grace period, as in the Go kubelet."""
         await self._call(
-            "stop_container", self._rt().StopContainer,
+            "stop_container", "StopContainer",
             api_pb2.StopContainerRequest(container_id=container_id, timeout=timeout),
             timeout=self.request_timeout + timeout,
         )
@@ -235,13 +218,13 @@ class CriClient:
     ) -> None:
         """Apply new cpu/memory limits to a running container (in-place resize)."""
         await self._call(
-            "update_container_resources", self._rt().UpdateContainerResources,
+            "update_container_resources", "UpdateContainerResources",
             api_pb2.UpdateContainerResourcesRequest(container_id=container_id, linux=linux),
         )
 
     async def remove_container(self, container_id: str) -> None:
         await self._call(
-            "remove_container", self._rt().RemoveContainer,
+            "remove_container", "RemoveContainer",
             api_pb2.RemoveContainerRequest(container_id=container_id),
         )
 
@@ -249,7 +232,7 @@ class CriClient:
         self, filter: api_pb2.ContainerFilter | None = None
     ) -> list[api_pb2.Container]:
         response = await self._call(
-            "list_containers", self._rt().ListContainers,
+            "list_containers", "ListContainers",
             api_pb2.ListContainersRequest(filter=filter),
         )
         return list(response.containers)
@@ -257,16 +240,16 @@ class CriClient:
     async def list_pod_sandbox_and_containers(
         self, sandbox_filter: api_pb2.PodSandboxFilter, container_filter: api_pb2.ContainerFilter
     ) -> tuple[Sequence[api_pb2.PodSandbox], Sequence[api_pb2.Container]]:
-        """ListPodSandbox and ListContainers side by side, in one trip to the grpc loop and
-        one wake-up back (the PLEG's relist): on a busy node every wake-up waits for a CPU,
-        and the runtime answers both at once. Each call is recorded and fails as alone.
+        """ListPodSandbox and ListContainers side by side, both in flight at once (the
+        PLEG's relist): the runtime answers both together. Each call is recorded and fails
+        as alone.
 
         The answers' repeated fields, not lists: iterated, protobuf makes each item's Python
         object as it is reached and frees it after, where a list holds a thousand at once at
         500 pods and sets off the cyclic collector at every relist."""
         sandboxes, containers = await self._calls(
-            ("list_podsandbox", self._rt().ListPodSandbox, api_pb2.ListPodSandboxRequest(filter=sandbox_filter)),
-            ("list_containers", self._rt().ListContainers, api_pb2.ListContainersRequest(filter=container_filter)),
+            ("list_podsandbox", "ListPodSandbox", api_pb2.ListPodSandboxRequest(filter=sandbox_filter)),
+            ("list_containers", "ListContainers", api_pb2.ListContainersRequest(filter=container_filter)),
         )
         return sandboxes.items, containers.containers
 
@@ -274,7 +257,7 @@ class CriClient:
         self, container_id: str, verbose: bool = False
     ) -> api_pb2.ContainerStatusResponse:
         return await self._call(
-            "container_status", self._rt().ContainerStatus,
+            "container_status", "ContainerStatus",
             api_pb2.ContainerStatusRequest(container_id=container_id, verbose=verbose),
         )
 
@@ -283,7 +266,7 @@ class CriClient:
         after the kubelet renamed it (log rotation). Runtimes refuse it for a container
         that is not running."""
         await self._call(
-            "reopen_container_log", self._rt().ReopenContainerLog,
+            "reopen_container_log", "ReopenContainerLog",
             api_pb2.ReopenContainerLogRequest(container_id=container_id),
         )
 
@@ -293,14 +276,14 @@ class CriClient:
         """Every container's cpu, memory and writable layer in one call. containerd 1.6
         asks each container's shim in turn: about 0.7 ms per container."""
         response = await self._call(
-            "list_container_stats", self._rt().ListContainerStats,
+            "list_container_stats", "ListContainerStats",
             api_pb2.ListContainerStatsRequest(filter=filter),
         )
         return list(response.stats)
 
     async def container_stats(self, container_id: str) -> api_pb2.ContainerStats:
         response = await self._call(
-            "container_stats", self._rt().ContainerStats,
+            "container_stats", "ContainerStats",
             api_pb2.ContainerStatsRequest(container_id=container_id),
         )
         return response.stats
@@ -312,7 +295,7 @@ class CriClient:
         1.6 fails the whole call (UNKNOWN "cgroupPath is empty") when one sandbox was run
         without a cgroup parent; runtimes before it answer UNIMPLEMENTED."""
         response = await self._call(
-            "list_podsandbox_stats", self._rt().ListPodSandboxStats,
+            "list_podsandbox_stats", "ListPodSandboxStats",
             api_pb2.ListPodSandboxStatsRequest(filter=filter),
         )
         return list(response.stats)
@@ -326,7 +309,7 @@ class CriClient:
         seconds = math.ceil(timeout) if timeout > 0 else 0
         try:
             response = await self._call(
-                "exec_sync", self._rt().ExecSync,
+                "exec_sync", "ExecSync",
                 api_pb2.ExecSyncRequest(container_id=container_id, cmd=list(cmd), timeout=seconds),
                 timeout=self.request_timeout + seconds if seconds else None,
             )
@@ -346,7 +329,7 @@ class CriClient:
         single use, on the runtime's streaming server, which the kubelet proxies to. The
         runtime refuses tty with stderr, and a request with none of stdin/stdout/stderr."""
         return await self._streaming_url(
-            "exec", self._rt().Exec,
+            "exec", "Exec",
             api_pb2.ExecRequest(
                 container_id=container_id, cmd=list(cmd),
                 stdin=stdin, stdout=stdout, stderr=stderr, tty=tty,
@@ -358,7 +341,7 @@ class CriClient:
     ) -> str:
         """The runtime's streaming URL for attaching to the container's main process."""
         return await self._streaming_url(
-            "attach", self._rt().Attach,
+            "attach", "Attach",
             api_pb2.AttachRequest(
                 container_id=container_id, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty
             ),
@@ -368,12 +351,12 @@ class CriClient:
         """The runtime's streaming URL for forwarding to `ports` in the sandbox's network
         namespace."""
         return await self._streaming_url(
-            "port_forward", self._rt().PortForward,
+            "port_forward", "PortForward",
             api_pb2.PortForwardRequest(pod_sandbox_id=pod_sandbox_id, port=list(ports)),
         )
 
-    async def _streaming_url(self, operation: str, rpc: Callable[..., Awaitable[Any]], request: Any) -> str:
-        response = await self._call(operation, rpc, request)
+    async def _streaming_url(self, operation: str, method: str, request: Any) -> str:
+        response = await self._call(operation, method, request)
         if not response.url:
             # A failed operation, as the Go kubelet's CRI client counts it ("URL is not set").
             if self.metrics is not None:
@@ -396,29 +379,17 @@ class CriClient:
         operation, recorded when it ends (as the Go kubelet records it).
         """
         operation = "get_container_events"
-        channel = self._channel
-        call = await grpc_loop.run(
-            _open_stream, self._rt().GetContainerEvents, api_pb2.GetEventsRequest(), discard=_cancel_call
-        )
+        channel = self._connected()
+        request = api_pb2.GetEventsRequest().SerializeToString()
         started = time.perf_counter()
         failed = False
         try:
-            while True:
-                # One read on the loop per message: a cancelled trio task cancels the read,
-                # and grpc.aio cancels the call with it.
-                try:
-                    event = await grpc_loop.run(_read, call, channel)
-                except _RpcFailed as failure:
-                    failed = True
-                    raise failure.classify(self.endpoint, operation, timeout=None) from failure.error
-                except grpc_loop.CancelledOnLoop as cancelled:
-                    failed = True
-                    raise self._closed_during(operation) from cancelled
-                if event is grpc.aio.EOF:
-                    return
-                yield event
+            async for message in channel.stream(_EVENTS, request):
+                yield api_pb2.ContainerEventResponse.FromString(message)
+        except RpcError as error:
+            failed = True
+            raise self._classify(error, operation, timeout=None) from error
         finally:
-            grpc_loop.call_soon(call.cancel)  # a no-op once the stream ended; otherwise tells the runtime
             if self.metrics is not None:
                 self.metrics.record(operation, time.perf_counter() - started, failed=failed)
 
@@ -426,7 +397,7 @@ class CriClient:
 
     async def list_images(self, filter: api_pb2.ImageFilter | None = None) -> list[api_pb2.Image]:
         response = await self._call(
-            "list_images", self._img().ListImages, api_pb2.ListImagesRequest(filter=filter)
+            "list_images", "ListImages", api_pb2.ListImagesRequest(filter=filter)
         )
         return list(response.images)
 
@@ -435,7 +406,7 @@ class CriClient:
     ) -> api_pb2.ImageStatusResponse:
         """`.image` is unset (HasField("image") is False) when the runtime lacks the image."""
         return await self._call(
-            "image_status", self._img().ImageStatus,
+            "image_status", "ImageStatus",
             api_pb2.ImageStatusRequest(image=api_pb2.ImageSpec(image=image), verbose=verbose),
         )
 
@@ -448,7 +419,7 @@ class CriClient:
         """Returns the pulled image's reference. No deadline: pulls may take long (as in the
         Go kubelet); cancel the calling trio task to give up."""
         response = await self._call(
-            "pull_image", self._img().PullImage,
+            "pull_image", "PullImage",
             api_pb2.PullImageRequest(
                 image=api_pb2.ImageSpec(image=image), auth=auth, sandbox_config=sandbox_config
             ),
@@ -458,13 +429,13 @@ class CriClient:
 
     async def remove_image(self, image: str) -> None:
         await self._call(
-            "remove_image", self._img().RemoveImage,
+            "remove_image", "RemoveImage",
             api_pb2.RemoveImageRequest(image=api_pb2.ImageSpec(image=image)),
         )
 
     async def image_fs_info(self) -> api_pb2.ImageFsInfoResponse:
         return await self._call(
-            "image_fs_info", self._img().ImageFsInfo, api_pb2.ImageFsInfoRequest()
+            "image_fs_info", "ImageFsInfo", api_pb2.ImageFsInfoRequest()
         )
 
     # -- the one place a call happens -------------------------------------------------
@@ -472,66 +443,61 @@ class CriClient:
     async def _call(
         self,
         operation: str,
-        rpc: Callable[..., Awaitable[T]],
+        method: str,
         request: Any,
         *,
         timeout: float | None | object = _REQUEST_TIMEOUT,
-    ) -> T:
+    ) -> Any:
         deadline = self.request_timeout if timeout is _REQUEST_TIMEOUT else timeout
+        path, answer = _METHODS[method]
         started = time.perf_counter()
         failed = True
         try:
-            response = await grpc_loop.run(_invoke, rpc, request, deadline, self._channel)
+            response = answer.FromString(
+                await self._connected().unary(path, request.SerializeToString(), deadline)
+            )
             failed = False
             return response
-        except _RpcFailed as failure:
-            raise failure.classify(self.endpoint, operation, timeout=deadline) from failure.error
-        except grpc_loop.CancelledOnLoop as cancelled:
-            raise self._closed_during(operation) from cancelled
+        except RpcError as error:
+            raise self._classify(error, operation, timeout=deadline) from error
         finally:
             if self.metrics is not None:
                 self.metrics.record(operation, time.perf_counter() - started, failed=failed)
 
-    async def _calls(self, *calls: tuple[str, Callable[..., Awaitable[Any]], Any]) -> list[Any]:
+    async def _calls(self, *calls: tuple[str, str, Any]) -> list[Any]:
         """Unary calls made at once with the request timeout, as _call makes one: the
         answers in order, or the first call's error that failed. Each call is recorded with
         the time the caller waited for all of them."""
         deadline = self.request_timeout
         started = time.perf_counter()
-        results: list[Any] | None = None
+        results: list[bytes | RpcError] | None = None
         try:
-            results = await grpc_loop.run(_invoke_all, [(rpc, request) for _, rpc, request in calls],
-                                          deadline, self._channel)
-        except grpc_loop.CancelledOnLoop as cancelled:
-            raise self._closed_during(calls[0][0]) from cancelled
+            results = await self._connected().unary_all(
+                [(_METHODS[method][0], request.SerializeToString()) for _, method, request in calls], deadline
+            )
+        except RpcError as error:  # the channel could not connect: every call failed alike
+            results = [error] * len(calls)
         finally:
             if self.metrics is not None:
                 elapsed = time.perf_counter() - started
                 for i, (operation, _, _) in enumerate(calls):
-                    failed = results is None or isinstance(results[i], _RpcFailed)
+                    failed = results is None or isinstance(results[i], RpcError)
                     self.metrics.record(operation, elapsed, failed=failed)
-        for (operation, _, _), result in zip(calls, results):
-            if isinstance(result, _RpcFailed):
-                raise result.classify(self.endpoint, operation, timeout=deadline) from result.error
-        return results
+        answers = []
+        for (operation, method, _), result in zip(calls, results):
+            if isinstance(result, RpcError):
+                raise self._classify(result, operation, timeout=deadline) from result
+            answers.append(_METHODS[method][1].FromString(result))
+        return answers
 
-    def _rt(self) -> api_pb2_grpc.RuntimeServiceStub:
-        if self._runtime is None:
+    def _connected(self) -> Channel:
+        if self._channel is None:
             raise self._not_connected()
-        return self._runtime
+        return self._channel
 
-    def _img(self) -> api_pb2_grpc.ImageServiceStub:
-        if self._images is None:
-            raise self._not_connected()
-        return self._images
-
-    def _closed_during(self, operation: str) -> RuntimeUnavailable:
-        # grpc.aio cancels the calls in flight when the channel closes (the runtime link
-        # ending its session); the grpc loop hands that on as CancelledOnLoop: a failed
-        # call. (A cancelled trio task gets trio.Cancelled, never this.)
-        return RuntimeUnavailable(
-            endpoint=self.endpoint, operation=operation, detail="the connection was closed during the call"
-        )
+    def _classify(self, error: RpcError, operation: str, *, timeout: float | None) -> CriError:
+        return classify(error.code, error.details, endpoint=self.endpoint, operation=operation,
+                        timeout=timeout, connected=error.connected)
 
     def _not_connected(self) -> Exception:
         if self.runtime_version is not None:
@@ -539,67 +505,3 @@ class CriClient:
             # a failed call like any other, not a programming error.
             return RuntimeUnavailable(endpoint=self.endpoint, operation="call", detail="the connection was closed")
         return RuntimeError(f"CriClient({self.endpoint}) is not connected: call connect()")
-
-
-class _RpcFailed(Exception):
-    """A call's gRPC error status, with whether the channel was connected when it failed
-    (read on the loop, beside the channel)."""
-
-    def __init__(self, error: grpc.aio.AioRpcError, connected: bool) -> None:
-        super().__init__(error)
-        self.error = error
-        self.connected = connected
-
-    def classify(self, endpoint: str, operation: str, *, timeout: float | None) -> CriError:
-        return classify(
-            self.error.code(), self.error.details() or "",
-            endpoint=endpoint, operation=operation, timeout=timeout, connected=self.connected,
-        )
-
-
-def _failed(error: grpc.aio.AioRpcError, channel: grpc.aio.Channel | None) -> _RpcFailed:
-    connected = channel is not None and channel.get_state() == grpc.ChannelConnectivity.READY
-    return _RpcFailed(error, connected)
-
-
-async def _invoke(
-    rpc: Callable[..., Awaitable[T]], request: Any, timeout: float | None, channel: grpc.aio.Channel | None
-) -> T:
-    # On the loop. wait_for_ready=False: fail at once with UNAVAILABLE when the runtime is
-    # not there, instead of queueing the call until its deadline.
-    try:
-        return await rpc(request, timeout=timeout, wait_for_ready=False)
-    except grpc.aio.AioRpcError as error:
-        raise _failed(error, channel) from None
-
-
-async def _invoke_all(
-    calls: list[tuple[Callable[..., Awaitable[Any]], Any]], timeout: float | None, channel: grpc.aio.Channel | None
-) -> list[Any]:
-    # On the loop: every call in flight at once; a failed one is returned, not raised, so
-    # that the others still end (and are recorded) as they would alone.
-    async def one(rpc: Callable[..., Awaitable[Any]], request: Any) -> Any:
-        try:
-            return await _invoke(rpc, request, timeout, channel)
-        except _RpcFailed as failure:
-            return failure
-
-    return list(await asyncio.gather(*(one(rpc, request) for rpc, request in calls)))
-
-
-async def _open_stream(rpc: Callable[..., Any], request: Any) -> Any:
-    # grpc.aio starts the call on the running asyncio loop, so create it on the loop.
-    return rpc(request, timeout=None, wait_for_ready=False)
-
-
-def _cancel_call(call: Any) -> None:
-    # On the loop: a stream opened for a trio task cancelled meanwhile would stay open on
-    # the runtime until the channel closes.
-    call.cancel()
-
-
-async def _read(call: Any, channel: grpc.aio.Channel | None) -> Any:
-    try:
-        return await call.read()
-    except grpc.aio.AioRpcError as error:
-        raise _failed(error, channel) from None

@@ -6,8 +6,6 @@ tested without a runtime. Every message names the endpoint and the CRI operation
 
 from __future__ import annotations
 
-import grpc
-
 _FIX_ENDPOINT = "is containerd running? start it or pass --container-runtime-endpoint"
 
 
@@ -91,7 +89,7 @@ class CommandTimedOut(CriError):
 
 
 def classify(
-    code: grpc.StatusCode,
+    code: str,
     details: str,
     *,
     endpoint: str,
@@ -99,20 +97,20 @@ def classify(
     timeout: float | None,
     connected: bool,
 ) -> CriError:
-    """Map a failed call's gRPC status to a CriError.
+    """Map a failed call's gRPC status (`code`, the status code's name) to a CriError.
 
     `connected` says whether the channel had an HTTP/2 connection when the call failed: a
     deadline hit while still connecting means nothing speaks gRPC on the socket, not that the
     runtime is slow.
     """
-    name = code.name
-    if code == grpc.StatusCode.UNAVAILABLE:
+    name = code
+    if code == "UNAVAILABLE":
         if "http1.x server" in details or "Failed parsing HTTP/2" in details:
             return NotCriRuntime(endpoint=endpoint, operation=operation, code=name,
                                  detail="it speaks HTTP/1.x, not gRPC")
         return RuntimeUnavailable(endpoint=endpoint, operation=operation, code=name,
                                   detail=_connect_detail(details))
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+    if code == "DEADLINE_EXCEEDED":
         if not connected:
             return RuntimeUnavailable(
                 endpoint=endpoint, operation=operation, code=name,
@@ -120,12 +118,12 @@ def classify(
                 + ("" if timeout is None else f" within {timeout:g}s"),
             )
         return RuntimeTimeout(endpoint=endpoint, operation=operation, timeout=timeout)
-    if code == grpc.StatusCode.UNIMPLEMENTED and operation == "version":
+    if code == "UNIMPLEMENTED" and operation == "version":
         return NotCriRuntime(endpoint=endpoint, operation=operation, code=name,
                              detail=f"Version is UNIMPLEMENTED: {details}")
-    if code == grpc.StatusCode.UNIMPLEMENTED and operation == "get_container_events":
+    if code == "UNIMPLEMENTED" and operation == "get_container_events":
         return EventsUnsupported(endpoint=endpoint, operation=operation, code=name, detail=details)
-    if code == grpc.StatusCode.NOT_FOUND:
+    if code == "NOT_FOUND":
         return CriNotFound(endpoint=endpoint, operation=operation, code=name, detail=details)
     return CriCallError(endpoint=endpoint, operation=operation, code=name, detail=details)
 

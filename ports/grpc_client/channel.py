@@ -1,0 +1,138 @@
+"""Calls to one gRPC server on a unix socket, from trio tasks: unary calls (alone or several
+at once) and server streams, over one HTTP/2 connection at a time.
+
+A call that finds no usable connection (none yet, the server restarted, or it sent GOAWAY)
+opens a new one; a connect that fails fails the call at once with UNAVAILABLE, as grpcio's
+calls without wait_for_ready do, so callers keep their own back-off. Each call has a
+deadline (DEADLINE_EXCEEDED past it, the server told with RST_STREAM and grpc-timeout);
+a cancelled trio task cancels its call in the server at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Sequence
+
+import trio
+
+from .connection import Call, Connection
+from .status import RpcError
+
+
+class Channel:
+    def __init__(self, path: str, *, max_message: int, authority: bytes = b"localhost") -> None:
+        self.path = path
+        self.max_message = max_message
+        self._authority = authority
+        self._connection: Connection | None = None
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        """Whether the current connection is set up (the server's SETTINGS came)."""
+        connection = self._connection
+        return connection is not None and connection.usable and connection.connected
+
+    def close(self) -> None:
+        """Calls in flight and every call after it fail with UNAVAILABLE. Idempotent."""
+        self._closed = True
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def _usable(self) -> Connection:
+        if self._closed:
+            raise RpcError("UNAVAILABLE", "the connection was closed", connected=False)
+        connection = self._connection
+        if connection is None or not connection.usable:
+            connection = self._connection = Connection.open(
+                self.path, authority=self._authority, max_message=self.max_message
+            )
+        return connection
+
+    async def unary(self, method: bytes, request: bytes, timeout: float | None) -> bytes:
+        """The answer's message to `request` (serialized), or RpcError."""
+        connection = self._usable()
+        with trio.move_on_at(_deadline(timeout)) as scope:
+            call = await connection.start(method, request, timeout)
+            while not call.ended:
+                await connection.wait(call)
+        if scope.cancelled_caught:
+            raise _deadline_exceeded(connection)
+        return _answer(call)
+
+    async def unary_all(
+        self, calls: Sequence[tuple[bytes, bytes]], timeout: float | None
+    ) -> list[bytes | RpcError]:
+        """Several unary calls in flight at once under one deadline: each answer or each
+        call's RpcError, in order (one failing does not end the others)."""
+        connection = self._usable()
+        started: list[Call | RpcError] = []
+        with trio.move_on_at(_deadline(timeout)) as scope:
+            try:
+                for method, request in calls:
+                    try:
+                        started.append(await connection.start(method, request, timeout))
+                    except RpcError as error:
+                        started.append(error)
+                for call in started:
+                    while isinstance(call, Call) and not call.ended:
+                        await connection.wait(call)
+            except BaseException:  # cancelled, or past the deadline: none stays in the server
+                for call in started:
+                    if isinstance(call, Call):
+                        connection.cancel(call)
+                raise
+        results: list[bytes | RpcError] = []
+        for call in started:
+            if isinstance(call, RpcError):
+                results.append(call)
+                continue
+            if scope.cancelled_caught and call.cancelled:
+                results.append(_deadline_exceeded(connection))
+                continue
+            try:
+                results.append(_answer(call))
+            except RpcError as error:
+                results.append(error)
+        results += [_deadline_exceeded(connection)] * (len(calls) - len(started))
+        return results
+
+    async def stream(self, method: bytes, request: bytes) -> AsyncIterator[bytes]:
+        """A server stream's messages as they come, until the server ends it (an RpcError
+        unless its status is OK). No deadline; leaving the iteration cancels the call."""
+        connection = self._usable()
+        call = await connection.start(method, request, None, streaming=True)
+        try:
+            while True:
+                if call.messages:
+                    yield call.messages.pop(0)
+                elif call.ended:
+                    _raise_unless_ok(call)
+                    return
+                else:
+                    await connection.wait(call)
+        finally:
+            connection.cancel(call)
+
+
+def _deadline(timeout: float | None) -> float:
+    return math.inf if timeout is None else trio.current_time() + timeout
+
+
+def _deadline_exceeded(connection: Connection) -> RpcError:
+    return RpcError("DEADLINE_EXCEEDED", "Deadline Exceeded", connected=connection.connected)
+
+
+def _raise_unless_ok(call: Call) -> None:
+    if call.error is not None:
+        raise call.error
+    if call.code != "OK":
+        raise RpcError(call.code or "UNKNOWN", call.details, connected=True)
+
+
+def _answer(call: Call) -> bytes:
+    _raise_unless_ok(call)
+    if len(call.messages) != 1:
+        raise RpcError("INTERNAL", f"a unary call answered with {len(call.messages)} messages", connected=True)
+    return call.messages[0]

@@ -1,0 +1,465 @@
+"""The gRPC client against a scripted HTTP/2 server in the test (raw frames on a unix
+socket): what real servers may send that containerd rarely does (split and padded frames,
+CONTINUATION, PING, GOAWAY, RST_STREAM, small windows, a stream limit) and how each failure
+reaches the caller. The real peers (containerd's grpc-go, grpcio's grpc-core) are in
+tests/integration/test_cri_containerd.py and the tests on the fake runtime."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+import trio.testing
+
+from pykubelet.ports.grpc_client import Channel, RpcError, hpack
+from pykubelet.ports.grpc_client.connection import (
+    CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED, PING, PREFACE, RST_STREAM,
+    SETTINGS, WINDOW_UPDATE, frame,
+)
+
+METHOD = b"/test.Service/Call"
+MAX = 1 << 20
+
+
+class Peer:
+    """The server's end of one connection: reads the client's frames, writes raw ones."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buffer = bytearray()
+        self.decoder = hpack.Decoder()
+        self.seen: list[tuple[int, int, int, bytes]] = []  # every frame the client sent
+
+    async def _need(self, count: int) -> None:
+        while len(self.buffer) < count:
+            data = await self.stream.receive_some(65536)
+            if not data:
+                raise EOFError
+            self.buffer += data
+
+    async def start(self, settings: bytes = b"") -> None:
+        await self._need(len(PREFACE))
+        assert bytes(self.buffer[:len(PREFACE)]) == PREFACE
+        del self.buffer[:len(PREFACE)]
+        await self.send(frame(SETTINGS, 0, 0, settings))
+
+    async def frame(self) -> tuple[int, int, int, bytes]:
+        await self._need(9)
+        length = int.from_bytes(self.buffer[:3], "big")
+        await self._need(9 + length)
+        kind, flags = self.buffer[3], self.buffer[4]
+        stream_id = int.from_bytes(self.buffer[5:9], "big")
+        payload = bytes(self.buffer[9:9 + length])
+        del self.buffer[:9 + length]
+        self.seen.append((kind, flags, stream_id, payload))
+        return kind, flags, stream_id, payload
+
+    async def request(self) -> tuple[int, dict[bytes, bytes], bytes]:
+        """The next whole request: its stream, its headers and its message."""
+        headers: dict[int, dict[bytes, bytes]] = {}
+        bodies: dict[int, bytearray] = {}
+        while True:
+            kind, flags, stream_id, payload = await self.frame()
+            if kind == HEADERS:
+                headers[stream_id] = dict(self.decoder.decode(payload))
+                bodies[stream_id] = bytearray()
+            elif kind == DATA:
+                bodies[stream_id] += payload
+                if flags & END_STREAM:
+                    body = bytes(bodies[stream_id])
+                    assert body[0] == 0 and int.from_bytes(body[1:5], "big") == len(body) - 5
+                    return stream_id, headers[stream_id], body[5:]
+
+    async def until(self, kind: int) -> tuple[int, int, int, bytes]:
+        while True:
+            got = await self.frame()
+            if got[0] == kind:
+                return got
+
+    async def send(self, *frames: bytes) -> None:
+        await self.stream.send_all(b"".join(frames))
+
+
+def response_headers(stream_id: int, flags: int = END_HEADERS) -> bytes:
+    block = hpack.encode([(b":status", b"200"), (b"content-type", b"application/grpc")])
+    return frame(HEADERS, flags, stream_id, block)
+
+
+def message(stream_id: int, body: bytes, flags: int = 0) -> bytes:
+    return frame(DATA, flags, stream_id, len(body).to_bytes(5, "big") + body)
+
+
+def trailers(stream_id: int, code: int = 0, text: bytes = b"") -> bytes:
+    fields = [(b"grpc-status", str(code).encode())] + ([(b"grpc-message", text)] if text else [])
+    return frame(HEADERS, END_HEADERS | END_STREAM, stream_id, hpack.encode(fields))
+
+
+def answer(stream_id: int, body: bytes) -> bytes:
+    return response_headers(stream_id) + message(stream_id, body) + trailers(stream_id)
+
+
+Handler = Callable[[Peer], Awaitable[None]]
+
+
+async def echo(peer: Peer) -> None:
+    """Answers one request with its own message."""
+    await peer.start()
+    stream_id, _, body = await peer.request()
+    await peer.send(answer(stream_id, body))
+    await trio.sleep_forever()
+
+
+@asynccontextmanager
+async def server(tmp_path, *handlers: Handler) -> AsyncIterator[str]:
+    """A unix socket whose n-th connection is served by handlers[n]."""
+    path = str(tmp_path / "grpc.sock")
+    listener = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+    await listener.bind(path)
+    listener.listen()
+
+    async def serve() -> None:
+        for handler in handlers:
+            conn, _ = await listener.accept()
+            nursery.start_soon(handle, handler, trio.SocketStream(conn))
+
+    async def handle(handler: Handler, stream: trio.SocketStream) -> None:
+        async with stream:
+            try:
+                await handler(Peer(stream))
+            except (EOFError, trio.BrokenResourceError):
+                pass
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve)
+        yield path
+        nursery.cancel_scope.cancel()
+    listener.close()
+
+
+async def test_a_unary_call_sends_grpc_headers_and_gets_its_answer(tmp_path) -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        stream_id, headers, body = await peer.request()
+        assert headers[b":method"] == b"POST" and headers[b":path"] == METHOD
+        assert headers[b"content-type"] == b"application/grpc" and headers[b"te"] == b"trailers"
+        assert headers[b"grpc-timeout"] == b"2500m"
+        await peer.send(answer(stream_id, body[::-1]))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"hello", 2.5) == b"olleh"
+        assert channel.connected
+        channel.close()
+
+
+async def test_split_padded_and_continued_frames_are_put_together(tmp_path) -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, body = await peer.request()
+        block = hpack.encode([(b":status", b"200"), (b"content-type", b"application/grpc"), (b"x-a", b"b" * 40)])
+        whole = len(body).to_bytes(5, "big") + body
+        padded = bytes([3]) + whole[:7] + b"\0\0\0"
+        await peer.send(
+            frame(HEADERS, 0, stream_id, block[:10]), frame(CONTINUATION, END_HEADERS, stream_id, block[10:]),
+            frame(DATA, PADDED, stream_id, padded),
+        )
+        await peer.send(frame(DATA, 0, stream_id, whole[7:]), trailers(stream_id))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"a message of some length", 5) == b"a message of some length"
+        channel.close()
+
+
+async def test_an_error_status_reaches_the_caller_with_its_decoded_message(tmp_path) -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        fields = [(b":status", b"200"), (b"content-type", b"application/grpc"),
+                  (b"grpc-status", b"5"), (b"grpc-message", b"container %22x%22 not found: 100%25")]
+        await peer.send(frame(HEADERS, END_HEADERS | END_STREAM, stream_id, hpack.encode(fields)))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 5)
+        assert failed.value.code == "NOT_FOUND"
+        assert failed.value.details == 'container "x" not found: 100%'
+        channel.close()
+
+
+async def test_a_ping_is_answered_with_its_payload(tmp_path) -> None:
+    pinged = trio.Event()
+
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, body = await peer.request()
+        await peer.send(frame(PING, 0, 0, b"12345678"))
+        _, flags, _, payload = await peer.until(PING)
+        assert flags == 1 and payload == b"12345678"
+        pinged.set()
+        await peer.send(answer(stream_id, body))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"x", 5) == b"x"
+        assert pinged.is_set()
+        channel.close()
+
+
+async def test_a_request_larger_than_the_window_waits_for_window_updates(tmp_path) -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.start(struct.pack(">HL", 4, 10))  # INITIAL_WINDOW_SIZE 10
+        warm_up, _, body = await peer.request()  # sent before the client had our SETTINGS
+        await peer.send(answer(warm_up, body))
+        _, _, stream_id, payload = await peer.until(DATA)
+        assert len(payload) == 10  # all the window allowed
+        await peer.send(frame(WINDOW_UPDATE, 0, stream_id, struct.pack(">L", 1000)))
+        rest = bytearray()
+        while True:
+            _, flags, _, payload = await peer.until(DATA)
+            rest += payload
+            if flags & END_STREAM:
+                break
+        assert len(rest) == 5 + 100 - 10
+        await peer.send(answer(stream_id, b"done"))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"warm-up", 5) == b"warm-up"
+        assert await channel.unary(METHOD, b"x" * 100, 5) == b"done"
+        channel.close()
+
+
+async def test_goaway_fails_the_calls_past_it_and_the_next_call_reconnects(tmp_path) -> None:
+    async def going_away(peer: Peer) -> None:
+        await peer.start()
+        await peer.request()
+        await peer.send(frame(GOAWAY, 0, 0, struct.pack(">LL", 0, 0)))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, going_away, echo) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"first", 5)
+        assert failed.value.code == "UNAVAILABLE" and "GOAWAY" in failed.value.details
+        assert await channel.unary(METHOD, b"second", 5) == b"second"
+        channel.close()
+
+
+@pytest.mark.parametrize(("error_code", "code"), [(7, "UNAVAILABLE"), (8, "CANCELLED"), (2, "INTERNAL")])
+async def test_a_reset_stream_fails_its_call_by_the_reset_code(tmp_path, error_code, code) -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        await peer.send(frame(RST_STREAM, 0, stream_id, struct.pack(">L", error_code)))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 5)
+        assert failed.value.code == code
+        channel.close()
+
+
+async def test_past_its_deadline_a_call_fails_and_the_server_is_told(tmp_path) -> None:
+    reset = trio.Event()
+
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        _, _, reset_id, payload = await peer.until(RST_STREAM)
+        assert reset_id == stream_id and payload == struct.pack(">L", 8)  # CANCEL
+        reset.set()
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 0.2)
+        assert failed.value.code == "DEADLINE_EXCEEDED" and failed.value.connected
+        with trio.fail_after(10):
+            await reset.wait()
+        channel.close()
+
+
+async def test_a_cancelled_caller_resets_its_stream(tmp_path) -> None:
+    reset = trio.Event()
+    asked = trio.Event()
+
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        await peer.request()
+        asked.set()
+        await peer.until(RST_STREAM)
+        reset.set()
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(channel.unary, METHOD, b"", None)
+            await asked.wait()
+            nursery.cancel_scope.cancel()
+        with trio.fail_after(10):
+            await reset.wait()
+        channel.close()
+
+
+async def test_a_server_that_never_speaks_http2_fails_the_call_as_not_connected(tmp_path) -> None:
+    async def silent(peer: Peer) -> None:
+        await trio.sleep_forever()
+
+    async with server(tmp_path, silent) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 0.2)
+        assert failed.value.code == "DEADLINE_EXCEEDED" and not failed.value.connected
+        channel.close()
+
+
+async def test_an_http1_server_is_named_as_such(tmp_path) -> None:
+    async def http1(peer: Peer) -> None:
+        await peer.send(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        await trio.sleep_forever()
+
+    async with server(tmp_path, http1) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 5)
+        assert failed.value.code == "UNAVAILABLE" and "http1.x" in failed.value.details
+        channel.close()
+
+
+async def test_an_answer_above_the_limit_fails_and_resets_its_stream(tmp_path) -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        await peer.send(response_headers(stream_id), message(stream_id, b"y" * 2000))
+        await peer.until(RST_STREAM)
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=1000)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 5)
+        assert failed.value.code == "RESOURCE_EXHAUSTED"
+        channel.close()
+
+
+async def test_a_missing_socket_fails_at_once_naming_the_cause(tmp_path) -> None:
+    channel = Channel(str(tmp_path / "none.sock"), max_message=MAX)
+    with pytest.raises(RpcError) as failed:
+        await channel.unary(METHOD, b"", 5)
+    assert failed.value.code == "UNAVAILABLE" and "No such file or directory" in failed.value.details
+    assert not failed.value.connected
+
+
+async def test_a_connection_closed_mid_call_fails_it_and_the_next_call_reconnects(tmp_path) -> None:
+    async def closing(peer: Peer) -> None:
+        await peer.start()
+        await peer.request()
+        await peer.stream.aclose()
+
+    async with server(tmp_path, closing, echo) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"one", 5)
+        assert failed.value.code == "UNAVAILABLE"
+        assert await channel.unary(METHOD, b"two", 5) == b"two"
+        channel.close()
+
+
+async def test_calls_made_together_end_each_as_alone(tmp_path) -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        first, _, body = await peer.request()
+        second, _, _ = await peer.request()
+        await peer.send(trailers(second, 5, b"gone"), answer(first, body))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        ok, failed = await channel.unary_all([(METHOD, b"a"), (METHOD, b"b")], 5)
+        assert ok == b"a"
+        assert isinstance(failed, RpcError) and failed.code == "NOT_FOUND"
+        channel.close()
+
+
+async def test_the_servers_stream_limit_holds_a_call_until_one_ends(tmp_path) -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.start(struct.pack(">HL", 3, 1))  # MAX_CONCURRENT_STREAMS 1
+        warm_up, _, body = await peer.request()  # sent before the client had our SETTINGS
+        await peer.send(answer(warm_up, body))
+        first, _, body = await peer.request()
+        await trio.testing.wait_all_tasks_blocked()  # both callers are where they wait
+        assert len(list(channel._connection)) == 1  # the second waits for a stream
+        await peer.send(answer(first, body))
+        second, _, body = await peer.request()
+        await peer.send(answer(second, body))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"warm-up", 5) == b"warm-up"
+        results = {}
+
+        async def call(name: bytes) -> None:
+            results[name] = await channel.unary(METHOD, name, 5)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, b"a")
+            nursery.start_soon(call, b"b")
+        assert results == {b"a": b"a", b"b": b"b"}
+        channel.close()
+
+
+async def test_a_server_stream_yields_each_message_then_ends(tmp_path) -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        await peer.send(response_headers(stream_id), message(stream_id, b"1"))
+        await peer.send(message(stream_id, b"2") + message(stream_id, b"3"), trailers(stream_id))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        assert [m async for m in channel.stream(METHOD, b"")] == [b"1", b"2", b"3"]
+        channel.close()
+
+
+async def test_closing_the_channel_fails_calls_in_flight_and_after(tmp_path) -> None:
+    asked = trio.Event()
+
+    async def handler(peer: Peer) -> None:
+        await peer.start()
+        await peer.request()
+        asked.set()
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        failures = []
+
+        async def call() -> None:
+            try:
+                await channel.unary(METHOD, b"", None)
+            except RpcError as error:
+                failures.append(error)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call)
+            await asked.wait()
+            channel.close()
+        assert [f.code for f in failures] == ["UNAVAILABLE"]
+        with pytest.raises(RpcError):
+            await channel.unary(METHOD, b"", 5)
