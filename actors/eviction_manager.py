@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import trio
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from pykubelet.actors.node_pressure import NodePressure

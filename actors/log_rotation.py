@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import trio
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 from prometheus_client import CollectorRegistry, Counter
 
 from pykubelet.actors.runtime_link import RuntimeHandle

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 import trio
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from pykubelet.actors.health import HealthBoard

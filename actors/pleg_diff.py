@@ -7,7 +7,7 @@ actor that calls the runtime and sends the events is actors/pleg.py.
 from __future__ import annotations
 
 import msgspec
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors.runtime_pods import RuntimeIndex, RuntimeItem
 from pykubelet.messages.pod_updates import PlegEvent

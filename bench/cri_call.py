@@ -38,7 +38,9 @@ Candidates (all on one channel to the unix socket, wait_for_ready=False, with a 
                  thread lives on (a measurement of that cost, not a way to ship)
   aio-thread     grpc.aio on an asyncio loop in a thread of its own; call started with
                  call_soon_threadsafe, its done-callback wakes the trio task (the mechanism
-                 ports/grpc_loop.py ships)
+                 ports/grpc_loop.py shipped before ports/grpc_client)
+  trio-h2        ports/grpc_client's Channel alone: HTTP/2 driven by trio on the socket, no
+                 thread (the mechanism CriClient ships)
   aio-plain      grpc.aio awaited in a plain asyncio loop, no trio: the floor of aio-thread
   client         CriClient as shipped (metrics, typed errors): the product figure. Run with
                  PYTHONPATH pointing at another checkout's pykubelet to measure its port

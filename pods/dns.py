@@ -12,7 +12,7 @@ import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.messages.pod import Pod, PodDNSConfigOption
 

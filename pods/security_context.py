@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 import msgspec
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.messages.pod import Container, Pod, SecurityContext
 

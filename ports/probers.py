@@ -1,5 +1,5 @@
 """The probe handlers: exec (CRI ExecSync), httpGet (httpx), tcpSocket (trio), grpc (the
-grpc.health.v1 protocol over grpc.aio on the process's grpc loop).
+grpc.health.v1 protocol through ports/grpc_client, on a connection of its own).
 
 Each returns (outcome, message) within the probe's timeout, as Go's pkg/probe does:
 "success" or "failure" (with why), or "unknown" when the probe could not be run at all
@@ -9,25 +9,25 @@ that is not an IP literal is "unknown" with a message saying so.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import ipaddress
 import shlex
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-import grpc
 import trio
 
 from pykubelet.messages.pod import Container, ExecAction, GRPCAction, HTTPGetAction, TCPSocketAction
 from pykubelet.messages.probes import ProbeOutcome
 from pykubelet.pods.probes import InvalidProbe, ResolvedProbe, resolve_port
-from pykubelet.ports import grpc_loop
 from pykubelet.ports.cri import CommandTimedOut, CriClient, CriError
+from pykubelet.ports.grpc_client import Connection, RpcError, unary
 from pykubelet.ports.http_get import (
     DialError,
     HttpAnswer,
     HttpGetError,
+    DialTimeout,
     close_socket,
     open_tcp,
     host_port,
@@ -44,7 +44,11 @@ USER_AGENT = f"kube-probe/{KUBE_VERSION}"
 MAX_OUTPUT = 10 * 1024  # Go reads at most 10 KiB of a probe's body or command output
 MAX_REDIRECTS = 10  # Go's http.Client: the 10th redirect response is an error
 
-HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+HEALTH_CHECK = b"/grpc.health.v1.Health/Check"
+HEALTH_MAX_MESSAGE = 4 * 1024 * 1024  # grpc's default for what a client receives
+# grpc-go's connection back-off (which the Go prober's blocking dial follows until its
+# timeout): 1 s, then 1.6 times longer each try.
+_DIAL_RETRY_FIRST, _DIAL_RETRY_FACTOR = 1.0, 1.6
 SERVING_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 
 
@@ -188,9 +192,10 @@ async def probe_tcp(host: str, port: int, timeout: float) -> ProbeAnswer:
 
 
 # -- grpc --------------------------------------------------------------------------------------
-# grpc.aio on the process's grpc loop (ports/grpc_loop.py, where the CRI port's calls run too):
-# a trio cancellation cancels the call, and no thread is held per probe. The two messages are built by hand (HealthCheckRequest{string service = 1},
-# HealthCheckResponse{ServingStatus status = 1}) to need no generated stubs.
+# ports/grpc_client on the probe's own TCP connection (as the Go prober dials one per probe):
+# a trio cancellation cancels the call. The two messages are built by hand
+# (HealthCheckRequest{string service = 1}, HealthCheckResponse{ServingStatus status = 1}) to
+# need no generated stubs.
 
 
 def encode_health_request(service: str) -> bytes:
@@ -251,34 +256,29 @@ async def probe_grpc(host: str, port: int, service: str, timeout: float) -> Prob
     address = ip_literal(host)
     if address is None:
         return _not_an_ip(f"grpc {host_port(host, port)}", host)
-    return await grpc_loop.run(_grpc_check, address, port, service, timeout)
-
-
-async def _grpc_check(address: str, port: int, service: str, timeout: float) -> ProbeAnswer:
-    # Runs on the asyncio side. An ipv4:/ipv6: target bypasses grpc's DNS resolver.
-    family = "ipv6" if ":" in address else "ipv4"
     addr = host_port(address, port)
-    options = [("grpc.primary_user_agent", USER_AGENT), ("grpc.enable_retries", 0)]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    async with grpc.aio.insecure_channel(f"{family}:{addr}", options=options) as channel:
-        try:
-            await asyncio.wait_for(channel.channel_ready(), timeout)
-        except asyncio.TimeoutError:
+    deadline = trio.current_time() + timeout
+    sock = await _dial_until(address, port, deadline)
+    if sock is None:
+        return "failure", f'timeout: failed to connect service "{addr}" within {timeout:g}s'
+    connection = Connection.over(sock, authority=addr.encode(), max_message=HEALTH_MAX_MESSAGE,
+                                 user_agent=USER_AGENT.encode(), close=close_socket)
+    try:
+        data = await unary(connection, HEALTH_CHECK, encode_health_request(service),
+                           max(deadline - trio.current_time(), 0.001))
+    except RpcError as error:
+        if error.code == "DEADLINE_EXCEEDED" and not error.connected:  # no HTTP/2 server there
             return "failure", f'timeout: failed to connect service "{addr}" within {timeout:g}s'
-        check = channel.unary_unary(HEALTH_CHECK)
-        try:
-            data = await check(encode_health_request(service), timeout=max(deadline - loop.time(), 0.001))
-        except grpc.aio.AioRpcError as error:
-            code, details = error.code(), error.details() or ""
-            if code == grpc.StatusCode.UNIMPLEMENTED:
-                return "failure", (
-                    "error: this server does not implement the grpc health protocol "
-                    f"(grpc.health.v1.Health): {details}"
-                )
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                return "failure", f"timeout: health rpc did not complete within {timeout:g}s"
-            return "failure", f"error: health rpc probe failed: {code.name}: {details}"
+        if error.code == "UNIMPLEMENTED":
+            return "failure", (
+                "error: this server does not implement the grpc health protocol "
+                f"(grpc.health.v1.Health): {error.details}"
+            )
+        if error.code == "DEADLINE_EXCEEDED":
+            return "failure", f"timeout: health rpc did not complete within {timeout:g}s"
+        return "failure", f"error: health rpc probe failed: {error.code}: {error.details}"
+    finally:
+        connection.close()
     try:
         status = decode_health_response(data)
     except ValueError as error:
@@ -286,6 +286,24 @@ async def _grpc_check(address: str, port: int, service: str, timeout: float) -> 
     if status != 1:
         return "failure", f'service unhealthy (responded with "{SERVING_STATUS.get(status, status)}")'
     return "success", "service healthy"
+
+
+async def _dial_until(address: str, port: int, deadline: float) -> socket.socket | None:
+    """A TCP connection, tried again on grpc-go's back-off until the deadline (the Go
+    prober's blocking dial): None when there is none by then."""
+    delay = _DIAL_RETRY_FIRST
+    while True:
+        remaining = deadline - trio.current_time()
+        if remaining <= 0:
+            return None
+        try:
+            sock, _ = await open_tcp(address, port, remaining)
+            return sock
+        except DialTimeout:
+            return None
+        except DialError:  # refused or unreachable: the next try after the back-off
+            await trio.sleep_until(min(deadline, trio.current_time() + delay))
+            delay *= _DIAL_RETRY_FACTOR
 
 
 # -- one probe, whatever its handler -------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 import trio
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 from prometheus_client import Counter
 
 from pykubelet.actors.container_manager import ContainerManager

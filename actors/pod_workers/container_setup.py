@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 import trio
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors.volumes.object_cache import EMPTY_SNAPSHOT, ObjectSnapshot, referenced_objects
 from pykubelet.messages.pod import Container, Pod, VolumeMount

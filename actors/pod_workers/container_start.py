@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 
 import trio
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors import events
 from pykubelet.messages.pod import Container, Pod

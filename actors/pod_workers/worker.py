@@ -17,7 +17,7 @@ import math
 import time
 
 import trio
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors import events
 from pykubelet.actors.events import pod_reference

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod import Pod, PodList

@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from ..grpc_client import Channel, RpcError
 from .errors import CommandTimedOut, CriError, NotCriRuntime, RuntimeUnavailable, classify

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 import trio
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.messages.runtime import (
     ContainerRuntimeStatus,

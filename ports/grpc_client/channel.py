@@ -20,9 +20,12 @@ from .status import RpcError
 
 
 class Channel:
-    def __init__(self, path: str, *, max_message: int, authority: bytes = b"localhost") -> None:
+    def __init__(
+        self, path: str, *, max_message: int, user_agent: bytes = b"pykubelet", authority: bytes = b"localhost"
+    ) -> None:
         self.path = path
         self.max_message = max_message
+        self._user_agent = user_agent
         self._authority = authority
         self._connection: Connection | None = None
         self._closed = False
@@ -46,20 +49,13 @@ class Channel:
         connection = self._connection
         if connection is None or not connection.usable:
             connection = self._connection = Connection.open(
-                self.path, authority=self._authority, max_message=self.max_message
+                self.path, authority=self._authority, max_message=self.max_message, user_agent=self._user_agent
             )
         return connection
 
     async def unary(self, method: bytes, request: bytes, timeout: float | None) -> bytes:
         """The answer's message to `request` (serialized), or RpcError."""
-        connection = self._usable()
-        with trio.move_on_at(_deadline(timeout)) as scope:
-            call = await connection.start(method, request, timeout)
-            while not call.ended:
-                await connection.wait(call)
-        if scope.cancelled_caught:
-            raise _deadline_exceeded(connection)
-        return _answer(call)
+        return await unary(self._usable(), method, request, timeout)
 
     async def unary_all(
         self, calls: Sequence[tuple[bytes, bytes]], timeout: float | None
@@ -114,6 +110,17 @@ class Channel:
                     await connection.wait(call)
         finally:
             connection.cancel(call)
+
+
+async def unary(connection: Connection, method: bytes, request: bytes, timeout: float | None) -> bytes:
+    """One unary call on `connection`: the answer's message, or RpcError."""
+    with trio.move_on_at(_deadline(timeout)) as scope:
+        call = await connection.start(method, request, timeout)
+        while not call.ended:
+            await connection.wait(call)
+    if scope.cancelled_caught:
+        raise _deadline_exceeded(connection)
+    return _answer(call)
 
 
 def _deadline(timeout: float | None) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import socket
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import trio
 
@@ -138,9 +138,14 @@ class Connection:
     """Open with Connection.open(path); many calls may run on it at once. Once it fails or
     the server sends GOAWAY it takes no new call (`usable` is False)."""
 
-    def __init__(self, sock: socket.socket, authority: bytes, max_message: int) -> None:
+    def __init__(
+        self, sock: socket.socket, authority: bytes, max_message: int, user_agent: bytes,
+        close: Callable[[socket.socket], None],
+    ) -> None:
         self._socket = sock
+        self._closer = close
         self._authority = authority
+        self._user_agent = user_agent
         self.max_message = max_message
         self._decoder = hpack.Decoder()
         self._calls: dict[int, Call] = {}
@@ -161,9 +166,9 @@ class Connection:
         self.failure: RpcError | None = None
 
     @classmethod
-    def open(cls, path: str, *, authority: bytes = b"localhost", max_message: int) -> Connection:
-        """Connect (a unix socket connects at once or fails) and start the reader and the
-        writer as trio system tasks: they end with the connection."""
+    def open(cls, path: str, *, max_message: int, user_agent: bytes, authority: bytes = b"localhost") -> Connection:
+        """A connection to the server on the unix socket `path` (it connects at once or fails:
+        RpcError UNAVAILABLE naming the cause)."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.setblocking(False)
         try:
@@ -171,14 +176,24 @@ class Connection:
         except OSError as error:
             sock.close()
             raise RpcError("UNAVAILABLE", f"connect: {error.strerror or error}", connected=False) from None
-        connection = cls(sock, authority, max_message)
+        return cls.over(sock, authority=authority, max_message=max_message, user_agent=user_agent)
+
+    @classmethod
+    def over(
+        cls, sock: socket.socket, *, authority: bytes, max_message: int, user_agent: bytes,
+        close: Callable[[socket.socket], None] | None = None,
+    ) -> Connection:
+        """HTTP/2 on a connected non-blocking socket, which the connection owns from now on
+        (`close` closes it; by default, after telling trio). The reader and the writer run
+        as trio system tasks: they end with the connection."""
+        connection = cls(sock, authority, max_message, user_agent, close or _close)
         settings = struct.pack(">HLHLHL", ENABLE_PUSH, 0, INITIAL_WINDOW_SIZE, STREAM_WINDOW, MAX_FRAME_SIZE, MAX_FRAME)
         connection._push(
             PREFACE + frame(SETTINGS, 0, 0, settings)
             + frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", CONNECTION_WINDOW - _DEFAULT_WINDOW))
         )
-        trio.lowlevel.spawn_system_task(connection._read, name=f"grpc reader {path}")
-        trio.lowlevel.spawn_system_task(connection._write, name=f"grpc writer {path}")
+        trio.lowlevel.spawn_system_task(connection._read, name=f"grpc reader {authority.decode()}")
+        trio.lowlevel.spawn_system_task(connection._write, name=f"grpc writer {authority.decode()}")
         return connection
 
     # -- calls --------------------------------------------------------------------------
@@ -196,7 +211,7 @@ class Connection:
         headers = [
             (b":method", b"POST"), (b":scheme", b"http"), (b":path", path),
             (b":authority", self._authority), (b"content-type", b"application/grpc"),
-            (b"te", b"trailers"), (b"user-agent", b"pykubelet"),
+            (b"te", b"trailers"), (b"user-agent", self._user_agent),
         ]
         if timeout is not None:
             headers.append((b"grpc-timeout", grpc_timeout(timeout)))
@@ -530,12 +545,16 @@ class Connection:
 
     def _close_socket(self) -> None:
         if self._socket.fileno() >= 0:
-            trio.lowlevel.notify_closing(self._socket)
-            self._socket.close()
+            self._closer(self._socket)
         self._writer_lot.unpark_all()
 
     def __iter__(self) -> Iterator[Call]:  # the calls in flight (tests)
         return iter(list(self._calls.values()))
+
+
+def _close(sock: socket.socket) -> None:
+    trio.lowlevel.notify_closing(sock)  # the reader and the writer wake with ClosedResourceError
+    sock.close()
 
 
 def _unpad(payload: bytes) -> bytes:

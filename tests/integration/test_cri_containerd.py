@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 import trio
-from pykubelet.ports import grpc_loop
+from tests.support import grpc_loop
 from cri_api.v1 import api_pb2
 
 from pykubelet.ports.cri import (

@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 import trio
-from pykubelet.ports import grpc_loop
+from tests.support import grpc_loop
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
 from pykubelet.embedded_runtime import EmbeddedRuntimeError, ensure_running, launcher

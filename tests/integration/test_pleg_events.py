@@ -22,7 +22,7 @@ from pykubelet.actors.pleg import PlegMetrics, PlegSettings, RuntimePods, pleg_a
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.messages.pod_updates import PlegEvent
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, MANAGED_LABEL, POD_NAME_LABEL, POD_UID_LABEL
-from pykubelet.ports import grpc_loop
+from tests.support import grpc_loop
 from pykubelet.ports.cri import CriClient, EventsUnsupported, RuntimeUnavailable
 from pykubelet.supervisor import ChildSpec
 from tests.support.actors import Inbox, running

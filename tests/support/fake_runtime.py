@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import grpc
 from cri_api.v1 import api_pb2_grpc
 
-from pykubelet.ports import grpc_loop
+from tests.support import grpc_loop
 
 
 @contextlib.asynccontextmanager

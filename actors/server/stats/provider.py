@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 import trio
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.actors.volumes.manager import PLUGINS

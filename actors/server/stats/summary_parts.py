@@ -5,7 +5,7 @@ files' where it has none. No I/O: the stats provider gathers what it is given.""
 from __future__ import annotations
 
 import msgspec
-from cri_api.v1 import api_pb2
+from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.pods import stats_summary as summary
 from pykubelet.pods.stats_summary import (

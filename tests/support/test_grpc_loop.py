@@ -1,4 +1,4 @@
-"""The grpc loop (ports/grpc_loop.py): results, errors and cancellation cross between trio and
+"""The tests' grpc loop (tests/support/grpc_loop.py): results, errors and cancellation cross between trio and
 the asyncio loop thread, and asyncio's CancelledError never reaches trio code.
 
 The loop is a real thread: these tests wait for conditions on it (threading.Event through
@@ -12,7 +12,7 @@ import threading
 import pytest
 import trio
 
-from pykubelet.ports import grpc_loop
+from tests.support import grpc_loop
 
 
 async def wait_on_thread(event: threading.Event, within: float = 30.0) -> bool:

@@ -1,10 +1,9 @@
-"""The process's grpc.aio event loop: one asyncio loop in a thread of its own, on which every
-grpc.aio channel and call of the kubelet runs (the CRI port, gRPC probes), driven from trio.
-
-Why a thread and not trio-asyncio: a call costs one hop to the loop and one trio wake-up
-with the result, about half the CPU of the same call through trio-asyncio's scheduler
-(bench/cri_call.py, docs/performance.md). grpc.aio binds its completion-queue poller to one
-loop per process, so there is exactly one, started on first use and never closed.
+"""An asyncio loop in a thread of its own, on which the tests' grpc.aio servers (the fake
+runtimes) and clients run, driven from trio: run(fn, *args) starts a coroutine there with
+one hop and wakes the trio task once with its outcome; cancelling the trio task cancels the
+coroutine. The daemon used it for its CRI calls and gRPC probes until ports/grpc_client;
+grpc.aio binds its completion-queue poller to one loop per process, so there is exactly
+one, started on first use and never closed.
 """
 
 from __future__ import annotations
