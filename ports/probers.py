@@ -258,27 +258,29 @@ async def probe_grpc(host: str, port: int, service: str, timeout: float) -> Prob
         return _not_an_ip(f"grpc {host_port(host, port)}", host)
     addr = host_port(address, port)
     deadline = trio.current_time() + timeout
-    sock = await _dial_until(address, port, deadline)
-    if sock is None:
-        return "failure", f'timeout: failed to connect service "{addr}" within {timeout:g}s'
-    connection = Connection.over(sock, authority=addr.encode(), max_message=HEALTH_MAX_MESSAGE,
-                                 user_agent=USER_AGENT.encode(), close=close_socket)
-    try:
-        data = await unary(connection, HEALTH_CHECK, encode_health_request(service),
-                           max(deadline - trio.current_time(), 0.001))
-    except RpcError as error:
-        if error.code == "DEADLINE_EXCEEDED" and not error.connected:  # no HTTP/2 server there
-            return "failure", f'timeout: failed to connect service "{addr}" within {timeout:g}s'
-        if error.code == "UNIMPLEMENTED":
-            return "failure", (
-                "error: this server does not implement the grpc health protocol "
-                f"(grpc.health.v1.Health): {error.details}"
-            )
-        if error.code == "DEADLINE_EXCEEDED":
-            return "failure", f"timeout: health rpc did not complete within {timeout:g}s"
-        return "failure", f"error: health rpc probe failed: {error.code}: {error.details}"
-    finally:
-        connection.close()
+    not_connected = f'timeout: failed to connect service "{addr}" within {timeout:g}s'
+    delay = _DIAL_RETRY_FIRST
+    while True:
+        sock = await _dial_until(address, port, deadline)
+        if sock is None:
+            return "failure", not_connected
+        connection = Connection.over(sock, authority=addr.encode(), max_message=HEALTH_MAX_MESSAGE,
+                                     user_agent=USER_AGENT.encode(), close=close_socket)
+        try:
+            data = await unary(connection, HEALTH_CHECK, encode_health_request(service),
+                               max(deadline - trio.current_time(), 0.001))
+            break
+        except RpcError as error:
+            if error.connected:
+                return _health_rpc_failed(error, timeout)
+            if error.code == "DEADLINE_EXCEEDED":
+                return "failure", not_connected
+        finally:
+            connection.close()
+        # Connected, but no HTTP/2 server answered (it closed, or spoke something else):
+        # as the Go prober's blocking dial, try again on grpc-go's back-off until the timeout.
+        await trio.sleep_until(min(deadline, trio.current_time() + delay))
+        delay *= _DIAL_RETRY_FACTOR
     try:
         status = decode_health_response(data)
     except ValueError as error:
@@ -286,6 +288,17 @@ async def probe_grpc(host: str, port: int, service: str, timeout: float) -> Prob
     if status != 1:
         return "failure", f'service unhealthy (responded with "{SERVING_STATUS.get(status, status)}")'
     return "success", "service healthy"
+
+
+def _health_rpc_failed(error: RpcError, timeout: float) -> ProbeAnswer:
+    if error.code == "UNIMPLEMENTED":
+        return "failure", (
+            "error: this server does not implement the grpc health protocol "
+            f"(grpc.health.v1.Health): {error.details}"
+        )
+    if error.code == "DEADLINE_EXCEEDED":
+        return "failure", f"timeout: health rpc did not complete within {timeout:g}s"
+    return "failure", f"error: health rpc probe failed: {error.code}: {error.details}"
 
 
 async def _dial_until(address: str, port: int, deadline: float) -> socket.socket | None:

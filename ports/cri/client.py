@@ -450,12 +450,11 @@ class CriClient:
     ) -> Any:
         deadline = self.request_timeout if timeout is _REQUEST_TIMEOUT else timeout
         path, answer = _METHODS[method]
+        channel = self._connected()  # not connected: not a call, not recorded
         started = time.perf_counter()
         failed = True
         try:
-            response = answer.FromString(
-                await self._connected().unary(path, request.SerializeToString(), deadline)
-            )
+            response = answer.FromString(await channel.unary(path, request.SerializeToString(), deadline))
             failed = False
             return response
         except RpcError as error:
@@ -469,10 +468,11 @@ class CriClient:
         answers in order, or the first call's error that failed. Each call is recorded with
         the time the caller waited for all of them."""
         deadline = self.request_timeout
+        channel = self._connected()
         started = time.perf_counter()
         results: list[bytes | RpcError] | None = None
         try:
-            results = await self._connected().unary_all(
+            results = await channel.unary_all(
                 [(_METHODS[method][0], request.SerializeToString()) for _, method, request in calls], deadline
             )
         except RpcError as error:  # the channel could not connect: every call failed alike

@@ -28,6 +28,7 @@ class Channel:
         self._user_agent = user_agent
         self._authority = authority
         self._connection: Connection | None = None
+        self._draining: list[Connection] = []  # replaced, still finishing their calls
         self._closed = False
 
     @property
@@ -37,34 +38,54 @@ class Channel:
         return connection is not None and connection.usable and connection.connected
 
     def close(self) -> None:
-        """Calls in flight and every call after it fail with UNAVAILABLE. Idempotent."""
+        """Calls in flight (on every connection) and every call after it fail with
+        UNAVAILABLE. Idempotent."""
         self._closed = True
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
+        connections = [self._connection, *self._draining]
+        self._connection = None
+        self._draining = []
+        for connection in connections:
+            if connection is not None:
+                connection.close()
 
-    def _usable(self) -> Connection:
-        if self._closed:
-            raise RpcError("UNAVAILABLE", "the connection was closed", connected=False)
-        connection = self._connection
-        if connection is None or not connection.usable:
-            connection = self._connection = Connection.open(
-                self.path, authority=self._authority, max_message=self.max_message, user_agent=self._user_agent
-            )
-        return connection
+    async def _usable(self) -> Connection:
+        try:
+            if self._closed:
+                raise RpcError("UNAVAILABLE", "the connection was closed", connected=False)
+            connection = self._connection
+            if connection is None or not connection.usable:
+                self._draining = [c for c in self._draining if not c.closed.is_set()]
+                if connection is not None and not connection.closed.is_set():
+                    self._draining.append(connection)
+                connection = self._connection = Connection.open(
+                    self.path, authority=self._authority, max_message=self.max_message, user_agent=self._user_agent
+                )
+            return connection
+        except RpcError:
+            await trio.lowlevel.checkpoint()  # a caller that tries again at once stays cancellable
+            raise
 
     async def unary(self, method: bytes, request: bytes, timeout: float | None) -> bytes:
-        """The answer's message to `request` (serialized), or RpcError."""
-        return await unary(self._usable(), method, request, timeout)
+        """The answer's message to `request` (serialized), or RpcError. A call the server
+        never processed (past its GOAWAY, refused) is made once more on a new connection,
+        as grpcio's transparent retry does."""
+        deadline = _deadline(timeout)
+        try:
+            return await unary(await self._usable(), method, request, timeout)
+        except RpcError as error:
+            if not error.retryable:
+                raise
+        return await unary(await self._usable(), method, request, _remaining(deadline))
 
     async def unary_all(
         self, calls: Sequence[tuple[bytes, bytes]], timeout: float | None
     ) -> list[bytes | RpcError]:
         """Several unary calls in flight at once under one deadline: each answer or each
         call's RpcError, in order (one failing does not end the others)."""
-        connection = self._usable()
+        deadline = _deadline(timeout)
+        connection = await self._usable()
         started: list[Call | RpcError] = []
-        with trio.move_on_at(_deadline(timeout)) as scope:
+        with trio.move_on_at(deadline) as scope:
             try:
                 for method, request in calls:
                     try:
@@ -83,26 +104,32 @@ class Channel:
         for call in started:
             if isinstance(call, RpcError):
                 results.append(call)
-                continue
-            if scope.cancelled_caught and call.cancelled:
+            elif scope.cancelled_caught and call.cancelled:
                 results.append(_deadline_exceeded(connection))
-                continue
-            try:
-                results.append(_answer(call))
-            except RpcError as error:
-                results.append(error)
+            else:
+                try:
+                    results.append(_answer(call))
+                except RpcError as error:
+                    results.append(error)
         results += [_deadline_exceeded(connection)] * (len(calls) - len(started))
+        for i, result in enumerate(results):
+            if isinstance(result, RpcError) and result.retryable:  # never processed: once more
+                try:
+                    results[i] = await self.unary(calls[i][0], calls[i][1], _remaining(deadline))
+                except RpcError as error:
+                    results[i] = error
         return results
 
     async def stream(self, method: bytes, request: bytes) -> AsyncIterator[bytes]:
         """A server stream's messages as they come, until the server ends it (an RpcError
-        unless its status is OK). No deadline; leaving the iteration cancels the call."""
-        connection = self._usable()
+        unless its status is OK). No deadline; leaving the iteration cancels the call. The
+        server sends more as the messages are taken (flow control)."""
+        connection = await self._usable()
         call = await connection.start(method, request, None, streaming=True)
         try:
             while True:
                 if call.messages:
-                    yield call.messages.pop(0)
+                    yield connection.take_message(call)
                 elif call.ended:
                     _raise_unless_ok(call)
                     return
@@ -121,6 +148,10 @@ async def unary(connection: Connection, method: bytes, request: bytes, timeout: 
     if scope.cancelled_caught:
         raise _deadline_exceeded(connection)
     return _answer(call)
+
+
+def _remaining(deadline: float) -> float | None:
+    return None if deadline == math.inf else max(deadline - trio.current_time(), 0.0)
 
 
 def _deadline(timeout: float | None) -> float:

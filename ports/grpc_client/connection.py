@@ -30,7 +30,8 @@ PRIORITY_FLAG = 0x20
 
 # Settings (RFC 9113 6.5.2) and error codes (7).
 HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE = 1, 2, 3, 4, 5
-PROTOCOL_ERROR, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, CANCEL, COMPRESSION_ERROR = 0x1, 0x3, 0x6, 0x8, 0x9
+PROTOCOL_ERROR, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL, COMPRESSION_ERROR = (
+    0x1, 0x3, 0x6, 0x7, 0x8, 0x9)
 
 # What we let the server send before it must wait for a WINDOW_UPDATE: a stream's window
 # holds the largest message allowed (so a unary answer never waits for one), the
@@ -41,6 +42,9 @@ MAX_FRAME = 1 << 20  # the largest frame we accept: fewer frames for a big list 
 _DEFAULT_WINDOW = 65535  # RFC 9113 6.9.2
 _HEADER = struct.Struct(">HBBBL")  # length (24 bits, as 16 + 8), type, flags, stream id
 _RECEIVE = 1 << 18
+MAX_HEADER_BLOCK = 1 << 16  # a header block longer than this ends the connection (grpc's metadata is 8-16 KiB)
+_OUTGOING_LIMIT = 1 << 26  # bytes waiting for a server that does not read: past it, the connection fails
+_LAST_STREAM_ID = 2**31 - 1
 _HTTP1 = "Trying to connect an http1.x server: it answered HTTP/1.x"
 
 
@@ -85,13 +89,15 @@ class Call:
         return self.code is not None or self.error is not None
 
     def take_data(self, payload: bytes) -> None:
+        """The messages in a DATA frame's payload. A unary call takes one message: a second
+        is _TooMany (grpcio refuses it too), so nothing a server sends piles up here."""
         if not self.partial and len(payload) >= 5 and payload[0] == 0:
             # The usual case: one DATA frame is one whole message.
             length = int.from_bytes(payload[1:5], "big")
             if length == len(payload) - 5:
                 if length > self.max_message:
                     raise _TooLarge(length)
-                self.messages.append(payload[5:])
+                self._append(payload[5:])
                 return
         self.partial += payload
         while len(self.partial) >= 5:
@@ -102,8 +108,13 @@ class Call:
                 raise _TooLarge(length)
             if len(self.partial) < 5 + length:
                 return
-            self.messages.append(bytes(self.partial[5:5 + length]))
+            self._append(bytes(self.partial[5:5 + length]))
             del self.partial[:5 + length]
+
+    def _append(self, message: bytes) -> None:
+        if self.messages and not self.streaming:
+            raise _TooMany()
+        self.messages.append(message)
 
     def end(self, code: str, details: str) -> None:
         if not self.ended:
@@ -122,6 +133,10 @@ class _TooLarge(Exception):
 
 
 class _Compressed(Exception):
+    pass
+
+
+class _TooMany(Exception):
     pass
 
 
@@ -164,6 +179,8 @@ class Connection:
         self.connected = False  # the server's SETTINGS came: it speaks HTTP/2
         self.usable = True
         self.failure: RpcError | None = None
+        self._write_failed = False  # the socket refused a write: read what the server said, send nothing
+        self.closed = trio.Event()  # set once the socket is closed
 
     @classmethod
     def open(cls, path: str, *, max_message: int, user_agent: bytes, authority: bytes = b"localhost") -> Connection:
@@ -218,6 +235,8 @@ class Connection:
         call = Call(self.max_message, streaming)
         call.id = self._next_id
         self._next_id += 2
+        if self._next_id > _LAST_STREAM_ID:  # ids run out: the next call goes to a new connection
+            self.usable = False
         call.send_window = self._peer_window
         self._calls[call.id] = call
         self._push(self._header_frames(call.id, hpack.encode(headers)))
@@ -237,19 +256,30 @@ class Connection:
             raise
 
     def cancel(self, call: Call) -> None:
-        if not call.ended and self._calls.pop(call.id, None) is not None:
+        if not call.ended and call.id in self._calls:
             call.cancelled = True
             call.fail(RpcError("CANCELLED", "cancelled by the caller", connected=self.connected))
             self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
-            self._window_lot.unpark_all()
+            self._forget(call)
+
+    def take_message(self, call: Call) -> bytes:
+        """A streaming call's next message, taken by its caller: only now does the server
+        get window for it, so a slow reader holds the server back instead of piling up."""
+        message = call.messages.pop(0)
+        call.unacked += len(message) + 5
+        if call.unacked >= STREAM_WINDOW // 2 and call.id in self._calls:
+            self._push(frame(WINDOW_UPDATE, 0, call.id, struct.pack(">L", call.unacked)))
+            call.unacked = 0
+        return message
 
     def close(self, details: str = "the connection was closed during the call") -> None:
         self._fail(RpcError("UNAVAILABLE", details, connected=self.connected))
 
     def _check_usable(self) -> None:
-        if not self.usable:
-            raise self.failure or RpcError("UNAVAILABLE", "the server is closing the connection",
-                                           connected=self.connected)
+        if not self.usable:  # an error of its own for each caller
+            failure = self.failure or RpcError("UNAVAILABLE", "the connection takes no new call",
+                                               connected=self.connected, retryable=True)
+            raise RpcError(failure.code, failure.details, connected=failure.connected, retryable=failure.retryable)
 
     def _header_frames(self, stream_id: int, block: bytes) -> bytes:
         size = self._peer_max_frame
@@ -279,16 +309,20 @@ class Connection:
             except BaseException:
                 self.cancel(call)
                 raise
-            if call.ended:  # failed or reset while it waited
+            if call.ended:  # answered, failed or reset while it waited: its request stays unfinished
+                self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
                 return
 
     # -- the writer -----------------------------------------------------------------------
 
     def _push(self, data: bytes) -> None:
-        if self._socket.fileno() < 0:
+        if self._socket.fileno() < 0 or self._write_failed:
             return  # failed or closed: nothing more goes out
         if self._outgoing:  # behind what the socket did not take yet, in order
             self._outgoing += data
+            if len(self._outgoing) > _OUTGOING_LIMIT:
+                self._fail(RpcError("UNAVAILABLE", "the server stopped reading the connection",
+                                    connected=self.connected))
             return
         try:
             sent = self._socket.send(data)
@@ -302,16 +336,15 @@ class Connection:
             self._writer_lot.unpark_all()
 
     def _send_failed(self, error: OSError) -> None:
-        # The server may have answered before it closed: an HTTP/1.x server's "400 Bad
-        # Request" names the problem better than the broken pipe.
-        try:
-            answer = self._socket.recv(_RECEIVE)
-        except OSError:
-            answer = b""
-        if not self.connected and (self._received + answer).startswith(b"HTTP/"):
-            self._fail(RpcError("UNAVAILABLE", _HTTP1, connected=False))
-        else:
-            self._fail(RpcError("UNAVAILABLE", f"send: {error.strerror or error}", connected=self.connected))
+        # The server closed: what it sent before (answers, a GOAWAY, an HTTP/1.x server's
+        # "400 Bad Request") is still to be read, and names the outcome better than the
+        # broken pipe. The reader reads on to the end; the calls' deadlines bound the rest.
+        self._write_failed = True
+        self._outgoing.clear()
+        if self.usable:
+            self.usable = False
+            self.failure = RpcError("UNAVAILABLE", f"send: {error.strerror or error}", connected=self.connected,
+                                    retryable=not self._calls)
 
     async def _write(self) -> None:
         try:
@@ -326,7 +359,7 @@ class Connection:
                     continue
                 except OSError as error:
                     self._send_failed(error)
-                    return
+                    continue
                 del self._outgoing[:sent]
         except trio.ClosedResourceError:
             pass  # closed by _fail or _close_socket, which failed what was in flight
@@ -356,6 +389,8 @@ class Connection:
             self._fail(RpcError("UNAVAILABLE", detail, connected=self.connected))
         except Exception as error:  # a bug here must not end the trio run (a system task)
             self._fail(RpcError("INTERNAL", f"the gRPC client's reader failed: {error!r}", connected=self.connected))
+        finally:
+            self._close_socket()  # nothing reads it any more
 
     def _take_frames(self) -> None:
         buffer = self._received
@@ -390,6 +425,8 @@ class Connection:
                 payload = _unpad(payload)
             if flags & PRIORITY_FLAG:
                 payload = payload[5:]
+            if stream_id == 0:
+                raise _ConnectionError(PROTOCOL_ERROR, "HEADERS on stream 0")
             if flags & END_HEADERS:
                 self._take_headers(stream_id, flags, payload)
             else:
@@ -398,6 +435,8 @@ class Connection:
             if self._continued is None or self._continued[0] != stream_id:
                 raise _ConnectionError(PROTOCOL_ERROR, "an unexpected CONTINUATION frame")
             self._continued[2].extend(payload)
+            if len(self._continued[2]) > MAX_HEADER_BLOCK:
+                raise _ConnectionError(COMPRESSION_ERROR, f"a header block over {MAX_HEADER_BLOCK} bytes")
             if flags & END_HEADERS:
                 stream_id, first_flags, block = self._continued
                 self._continued = None
@@ -416,12 +455,12 @@ class Connection:
             if not flags & ACK:
                 self._push(frame(PING, ACK, 0, payload))
         elif kind == RST_STREAM:
-            call = self._calls.pop(stream_id, None)
+            call = self._calls.get(stream_id)
             if call is not None:
                 error_code = int.from_bytes(payload[:4], "big")
                 call.fail(RpcError(reset_code(error_code), f"the server reset the stream (HTTP/2 error {error_code})",
-                                   connected=True))
-                self._window_lot.unpark_all()
+                                   connected=True, retryable=error_code == REFUSED_STREAM))
+                self._forget(call)
         elif kind == GOAWAY:
             self._take_goaway(payload)
         elif kind == PUSH_PROMISE:
@@ -429,8 +468,14 @@ class Connection:
         # PRIORITY and unknown frame types are ignored (RFC 9113 4.1, 5.5).
 
     def _take_settings(self, payload: bytes) -> None:
-        for offset in range(0, len(payload) - len(payload) % 6, 6):
+        if len(payload) % 6:
+            raise _ConnectionError(FRAME_SIZE_ERROR, "a SETTINGS frame whose length is not a multiple of 6")
+        for offset in range(0, len(payload), 6):
             key, value = struct.unpack_from(">HL", payload, offset)
+            if key == INITIAL_WINDOW_SIZE and value > _LAST_STREAM_ID:
+                raise _ConnectionError(FLOW_CONTROL_ERROR, f"SETTINGS_INITIAL_WINDOW_SIZE {value}")
+            if key == MAX_FRAME_SIZE and not 16384 <= value < 1 << 24:
+                raise _ConnectionError(PROTOCOL_ERROR, f"SETTINGS_MAX_FRAME_SIZE {value}")
             if key == INITIAL_WINDOW_SIZE:
                 delta = value - self._peer_window
                 self._peer_window = value
@@ -465,15 +510,18 @@ class Connection:
         except _Compressed:
             self._reset(call, RpcError("INTERNAL", "a compressed message, which was not asked for", connected=True))
             return
+        except _TooMany:
+            self._reset(call, RpcError("INTERNAL", "a unary call answered with more than one message", connected=True))
+            return
         if flags & END_STREAM:
             self._finish(call, "INTERNAL", "the server ended the stream without a status")
             return
-        call.unacked += counted
-        if call.unacked >= STREAM_WINDOW // 2:
-            self._push(frame(WINDOW_UPDATE, 0, call.id, struct.pack(">L", call.unacked)))
-            call.unacked = 0
-        if call.streaming and call.messages:
-            call.lot.unpark_all()
+        if call.streaming:
+            # Padding gets its window back now, messages when the caller takes them
+            # (take_message): the window (twice the largest message) always holds one.
+            call.unacked += counted - len(payload)
+            if call.messages:
+                call.lot.unpark_all()
 
     def _take_headers(self, stream_id: int, flags: int, block: bytes) -> None:
         try:
@@ -485,15 +533,21 @@ class Connection:
             return
         fields = dict(headers)
         if not call.headers:
-            call.headers = True
             try:
                 call.http_status = int(fields.get(b":status", b"0"))
             except ValueError:
                 call.http_status = 0
+            if 100 <= call.http_status < 200 and not flags & END_STREAM:
+                return  # an interim answer: the real headers follow
+            call.headers = True
             if not flags & END_STREAM:
                 if call.http_status != 200:
                     self._reset(call, RpcError(http_code(call.http_status),
                                                f"the server answered HTTP status {call.http_status}", connected=True))
+                elif not fields.get(b"content-type", b"").startswith(b"application/grpc"):
+                    kind = fields.get(b"content-type", b"").decode("latin-1") or "none"
+                    self._reset(call, RpcError("UNKNOWN", f"the server answered content-type {kind}, not gRPC",
+                                               connected=True))
                 return
         elif not flags & END_STREAM:
             self._reset(call, RpcError("INTERNAL", "trailers without END_STREAM", connected=True))
@@ -513,25 +567,29 @@ class Connection:
         self._last_id = min(self._last_id, last_id)
         self.usable = False  # new calls go to a new connection
         detail = f"the server is closing the connection (GOAWAY, HTTP/2 error {error_code})"
-        self.failure = RpcError("UNAVAILABLE", detail, connected=True)
-        for call_id in [i for i in self._calls if i > last_id]:
-            self._calls.pop(call_id).fail(RpcError("UNAVAILABLE", detail, connected=True))
+        self.failure = RpcError("UNAVAILABLE", detail, connected=True, retryable=True)
+        for call_id in [i for i in self._calls if i > last_id]:  # never processed: safe to try again
+            self._calls.pop(call_id).fail(RpcError("UNAVAILABLE", detail, connected=True, retryable=True))
         self._window_lot.unpark_all()
         if not self._calls:
             self._close_socket()
 
     def _finish(self, call: Call, code: str, details: str) -> None:
-        self._calls.pop(call.id, None)
         call.end(code, details)
+        self._forget(call)
+
+    def _reset(self, call: Call, error: RpcError) -> None:
+        call.fail(error)
+        self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
+        self._forget(call)
+
+    def _forget(self, call: Call) -> None:
+        """The call is over on this connection: its stream slot is free, and a connection
+        that takes no new call closes with its last one."""
+        self._calls.pop(call.id, None)
         self._window_lot.unpark_all()
         if not self.usable and not self._calls:
             self._close_socket()
-
-    def _reset(self, call: Call, error: RpcError) -> None:
-        self._calls.pop(call.id, None)
-        call.fail(error)
-        self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
-        self._window_lot.unpark_all()
 
     def _fail(self, error: RpcError) -> None:
         if self.failure is None or self.usable:
@@ -547,6 +605,7 @@ class Connection:
         if self._socket.fileno() >= 0:
             self._closer(self._socket)
         self._writer_lot.unpark_all()
+        self.closed.set()
 
     def __iter__(self) -> Iterator[Call]:  # the calls in flight (tests)
         return iter(list(self._calls.values()))

@@ -28,11 +28,15 @@ class RpcError(Exception):
     SETTINGS seen) when it failed: a deadline hit before that means no gRPC server
     answered."""
 
-    def __init__(self, code: str, details: str, *, connected: bool) -> None:
+
+    def __init__(self, code: str, details: str, *, connected: bool, retryable: bool = False) -> None:
         super().__init__(f"{code}: {details}")
         self.code = code
         self.details = details
         self.connected = connected
+        # The server never processed the call (a stream past its GOAWAY, REFUSED_STREAM,
+        # a connection that took no new call): it may be made again on a new connection.
+        self.retryable = retryable
 
 
 def code_name(value: bytes) -> str:

@@ -92,6 +92,8 @@ class Node:
 
     def ready(self) -> bool:
         node = self.apiserver.admin.get("/api/v1/nodes/node1").json()
+        if node.get("kind") != "Node":  # a 404 Status: the kubelet has not registered it yet
+            return False
         return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
 
     def renewed(self) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import functools
 import time
 import uuid
 from collections.abc import Iterator
@@ -221,6 +222,25 @@ async def test_grpc_nothing_listening_is_failure_within_the_timeout():
     assert await probe_grpc("127.0.0.1", port, "", 1) == (
         "failure", f'timeout: failed to connect service "127.0.0.1:{port}" within 1s')
     assert time.monotonic() - started < 2
+
+
+async def test_grpc_peer_that_is_no_http2_server_is_retried_then_a_connect_timeout(nursery):
+    """As the Go prober's blocking dial: a peer that answers HTTP/1.x and closes is not a
+    gRPC server yet; the probe dials again on grpc-go's back-off until its timeout."""
+    connections = []
+
+    async def http1(stream: trio.SocketStream) -> None:
+        connections.append(stream)
+        await stream.send_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        await stream.aclose()
+
+    listeners = await nursery.start(functools.partial(trio.serve_tcp, http1, 0, host="127.0.0.1"))
+    port = listeners[0].socket.getsockname()[1]
+    started = time.monotonic()
+    assert await probe_grpc("127.0.0.1", port, "", 1.5) == (
+        "failure", f'timeout: failed to connect service "127.0.0.1:{port}" within 1.5s')
+    assert 1.4 < time.monotonic() - started < 3
+    assert len(connections) == 2  # at once, and after the 1 s back-off
 
 
 async def test_grpc_server_without_the_health_service_is_failure():

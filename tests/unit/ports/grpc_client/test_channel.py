@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 from pykubelet.ports.grpc_client import Channel, RpcError, hpack
+from pykubelet.ports.grpc_client import connection as connection_module
 from pykubelet.ports.grpc_client.connection import (
     CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED, PING, PREFACE, RST_STREAM,
     SETTINGS, WINDOW_UPDATE, frame,
@@ -239,23 +240,92 @@ async def test_a_request_larger_than_the_window_waits_for_window_updates(tmp_pat
         channel.close()
 
 
-async def test_goaway_fails_the_calls_past_it_and_the_next_call_reconnects(tmp_path) -> None:
+async def test_a_call_past_the_goaway_is_made_again_on_a_new_connection(tmp_path) -> None:
     async def going_away(peer: Peer) -> None:
         await peer.start()
         await peer.request()
-        await peer.send(frame(GOAWAY, 0, 0, struct.pack(">LL", 0, 0)))
+        await peer.send(frame(GOAWAY, 0, 0, struct.pack(">LL", 0, 0)))  # stream 1 never processed
         await trio.sleep_forever()
 
     async with server(tmp_path, going_away, echo) as path:
         channel = Channel(path, max_message=MAX)
-        with pytest.raises(RpcError) as failed:
-            await channel.unary(METHOD, b"first", 5)
-        assert failed.value.code == "UNAVAILABLE" and "GOAWAY" in failed.value.details
-        assert await channel.unary(METHOD, b"second", 5) == b"second"
+        assert await channel.unary(METHOD, b"first", 5) == b"first"  # answered by the second connection
         channel.close()
 
 
-@pytest.mark.parametrize(("error_code", "code"), [(7, "UNAVAILABLE"), (8, "CANCELLED"), (2, "INTERNAL")])
+async def test_a_call_the_goaway_lets_finish_ends_there_and_that_connection_closes(tmp_path) -> None:
+    async def draining(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        await peer.send(frame(GOAWAY, 0, 0, struct.pack(">LL", stream_id, 0)))  # it may finish
+        await peer.until(RST_STREAM)  # its deadline passed: the client gives it up
+        assert await peer.stream.receive_some(100) == b""  # and closes the connection
+        hung_up.set()
+
+    hung_up = trio.Event()
+    async with server(tmp_path, draining, echo) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 0.3)
+        assert failed.value.code == "DEADLINE_EXCEEDED"
+        with trio.fail_after(10):
+            await hung_up.wait()  # before anything else closes it
+        assert await channel.unary(METHOD, b"next", 5) == b"next"  # on a new connection
+        channel.close()
+
+
+async def test_closing_the_channel_ends_a_stream_left_on_a_draining_connection(tmp_path) -> None:
+    async def draining(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        await peer.send(response_headers(stream_id), message(stream_id, b"event"))
+        await peer.send(frame(GOAWAY, 0, 0, struct.pack(">LL", stream_id, 0)))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, draining, echo) as path:
+        channel = Channel(path, max_message=MAX)
+        events = channel.stream(METHOD, b"")
+        assert await events.__anext__() == b"event"
+        assert await channel.unary(METHOD, b"other", 5) == b"other"  # the GOAWAY sent it elsewhere
+        channel.close()
+        with pytest.raises(RpcError) as failed:
+            await events.__anext__()
+        assert failed.value.code == "UNAVAILABLE"
+        await events.aclose()
+
+
+async def test_when_stream_ids_run_out_the_next_call_opens_a_new_connection(tmp_path) -> None:
+    async def last_ids(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, body = await peer.request()
+        await peer.send(answer(stream_id, body))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, last_ids, echo) as path:
+        channel = Channel(path, max_message=MAX)
+        connection = await channel._usable()
+        connection._next_id = 2**31 - 1  # the last id a client may use
+        assert await channel.unary(METHOD, b"last", 5) == b"last"
+        assert not connection.usable and connection.closed.is_set()
+        assert await channel.unary(METHOD, b"fresh", 5) == b"fresh"
+        assert channel._connection is not connection
+        channel.close()
+
+
+async def test_a_refused_stream_is_made_again_on_a_new_connection(tmp_path) -> None:
+    async def refusing(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        await peer.send(frame(RST_STREAM, 0, stream_id, struct.pack(">L", 7)), frame(GOAWAY, 0, 0, bytes(8)))
+        await trio.sleep_forever()
+
+    async with server(tmp_path, refusing, echo) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"again", 5) == b"again"
+        channel.close()
+
+
+@pytest.mark.parametrize(("error_code", "code"), [(8, "CANCELLED"), (2, "INTERNAL"), (11, "RESOURCE_EXHAUSTED")])
 async def test_a_reset_stream_fails_its_call_by_the_reset_code(tmp_path, error_code, code) -> None:
     async def handler(peer: Peer) -> None:
         await peer.start()
@@ -353,6 +423,88 @@ async def test_an_answer_above_the_limit_fails_and_resets_its_stream(tmp_path) -
         with pytest.raises(RpcError) as failed:
             await channel.unary(METHOD, b"", 5)
         assert failed.value.code == "RESOURCE_EXHAUSTED"
+        channel.close()
+
+
+async def test_a_second_message_on_a_unary_call_fails_it(tmp_path) -> None:
+    async def chatty(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        await peer.send(response_headers(stream_id), message(stream_id, b"one"), message(stream_id, b"two"))
+        await peer.until(RST_STREAM)
+        await trio.sleep_forever()
+
+    async with server(tmp_path, chatty) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 5)
+        assert failed.value.code == "INTERNAL" and "more than one message" in failed.value.details
+        channel.close()
+
+
+async def test_an_endless_header_block_ends_the_connection(tmp_path) -> None:
+    async def endless(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        await peer.send(frame(HEADERS, 0, stream_id, b""))
+        for _ in range(40):  # 40 x 2 KiB, past the 64 KiB a header block may hold
+            await peer.send(frame(CONTINUATION, 0, stream_id, b"\0" * 2048))
+        await peer.until(GOAWAY)
+
+    async with server(tmp_path, endless) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 5)
+        assert "header block over" in failed.value.details
+        channel.close()
+
+
+async def test_an_answer_before_the_whole_request_resets_the_unsent_rest(tmp_path) -> None:
+    async def early(peer: Peer) -> None:
+        await peer.start(struct.pack(">HL", 4, 10))  # INITIAL_WINDOW_SIZE 10
+        warm_up, _, body = await peer.request()
+        await peer.send(answer(warm_up, body))
+        _, _, stream_id, _ = await peer.until(DATA)  # the first 10 bytes, then it waits
+        fields = [(b":status", b"200"), (b"content-type", b"application/grpc"), (b"grpc-status", b"12")]
+        await peer.send(frame(HEADERS, END_HEADERS | END_STREAM, stream_id, hpack.encode(fields)))
+        _, _, reset_id, payload = await peer.until(RST_STREAM)
+        assert reset_id == stream_id and payload == struct.pack(">L", 8)
+        await trio.sleep_forever()
+
+    async with server(tmp_path, early) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"warm-up", 5) == b"warm-up"
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"x" * 100, 5)
+        assert failed.value.code == "UNIMPLEMENTED"
+        with trio.fail_after(10):
+            while [f for f in channel._connection._calls]:
+                await trio.sleep(0.01)
+        channel.close()
+
+
+async def test_a_stream_gets_window_back_as_its_messages_are_taken(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(connection_module, "STREAM_WINDOW", 40)  # half of it: 20 bytes taken
+
+    async def streaming(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        await peer.send(response_headers(stream_id), message(stream_id, b"a" * 10), message(stream_id, b"b" * 10))
+        _, _, update_id, payload = await peer.until(WINDOW_UPDATE)
+        assert update_id == stream_id and int.from_bytes(payload, "big") == 30  # both messages, when taken
+        taken.set()
+        await peer.send(trailers(stream_id))
+        await trio.sleep_forever()
+
+    taken = trio.Event()
+    async with server(tmp_path, streaming) as path:
+        channel = Channel(path, max_message=MAX)
+        events = channel.stream(METHOD, b"")
+        assert await events.__anext__() == b"a" * 10
+        await trio.testing.wait_all_tasks_blocked()
+        assert not taken.is_set()  # 15 bytes taken: not yet half the window
+        assert [m async for m in events] == [b"b" * 10]
+        assert taken.is_set()
         channel.close()
 
 
