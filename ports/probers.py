@@ -271,14 +271,15 @@ async def probe_grpc(host: str, port: int, service: str, timeout: float) -> Prob
                                max(deadline - trio.current_time(), 0.001))
             break
         except RpcError as error:
-            if error.connected:
+            if error.connected and not error.retryable:
                 return _health_rpc_failed(error, timeout)
             if error.code == "DEADLINE_EXCEEDED":
                 return "failure", not_connected
         finally:
             connection.close()
-        # Connected, but no HTTP/2 server answered (it closed, or spoke something else):
-        # as the Go prober's blocking dial, try again on grpc-go's back-off until the timeout.
+        # Connected, but no HTTP/2 server answered (it closed, spoke something else, or went
+        # away before the call): as the Go prober's blocking dial, try again on grpc-go's
+        # back-off until the timeout.
         await trio.sleep_until(min(deadline, trio.current_time() + delay))
         delay *= _DIAL_RETRY_FACTOR
     try:

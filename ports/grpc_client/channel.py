@@ -73,7 +73,7 @@ class Channel:
         try:
             return await unary(await self._usable(), method, request, timeout)
         except RpcError as error:
-            if not error.retryable:
+            if not error.retryable or trio.current_time() >= deadline:
                 raise
         return await unary(await self._usable(), method, request, _remaining(deadline))
 
@@ -113,9 +113,9 @@ class Channel:
                     results.append(error)
         results += [_deadline_exceeded(connection)] * (len(calls) - len(started))
         for i, result in enumerate(results):
-            if isinstance(result, RpcError) and result.retryable:  # never processed: once more
-                try:
-                    results[i] = await self.unary(calls[i][0], calls[i][1], _remaining(deadline))
+            if isinstance(result, RpcError) and result.retryable and trio.current_time() < deadline:
+                try:  # never processed: once more, on the channel's usable connection
+                    results[i] = await unary(await self._usable(), calls[i][0], calls[i][1], _remaining(deadline))
                 except RpcError as error:
                     results[i] = error
         return results

@@ -34,9 +34,10 @@ PROTOCOL_ERROR, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL, CO
     0x1, 0x3, 0x6, 0x7, 0x8, 0x9)
 
 # What we let the server send before it must wait for a WINDOW_UPDATE: a stream's window
-# holds the largest message allowed (so a unary answer never waits for one), the
-# connection's many such.
-STREAM_WINDOW = 1 << 25
+# holds two of the largest messages allowed (a unary answer never waits for one; a stream
+# gets its window back in halves as its messages are taken), the connection's many such.
+# Credit only: nothing is allocated for it.
+STREAM_WINDOW = 1 << 26
 CONNECTION_WINDOW = 1 << 30
 MAX_FRAME = 1 << 20  # the largest frame we accept: fewer frames for a big list answer
 _DEFAULT_WINDOW = 65535  # RFC 9113 6.9.2
@@ -66,7 +67,7 @@ class Call:
     end. The connection's reader fills it in; the caller parks until it changes."""
 
     __slots__ = ("id", "send_window", "lot", "headers", "http_status", "messages", "partial",
-                 "code", "details", "error", "unacked", "max_message", "cancelled", "streaming")
+                 "code", "details", "error", "unacked", "max_message", "cancelled", "streaming", "reset")
 
     def __init__(self, max_message: int, streaming: bool) -> None:
         self.id = 0
@@ -83,6 +84,7 @@ class Call:
         self.unacked = 0
         self.max_message = max_message
         self.cancelled = False  # by the caller (or its deadline), not by the server
+        self.reset = False  # a RST_STREAM went either way: no more frames for it
 
     @property
     def ended(self) -> bool:
@@ -157,11 +159,16 @@ class Connection:
         self, sock: socket.socket, authority: bytes, max_message: int, user_agent: bytes,
         close: Callable[[socket.socket], None],
     ) -> None:
+        if max_message + 5 > STREAM_WINDOW // 2:
+            raise ValueError(f"max_message {max_message}: a stream's window must hold two of the largest messages")
         self._socket = sock
         self._closer = close
         self._authority = authority
         self._user_agent = user_agent
         self.max_message = max_message
+        # A stream's window goes back once this much was taken: what stays out of it always
+        # leaves room for one more largest message with its prefix, padding included.
+        self._window_threshold = min(STREAM_WINDOW // 2, STREAM_WINDOW - max_message - 5 - 256)
         self._decoder = hpack.Decoder()
         self._calls: dict[int, Call] = {}
         self._next_id = 1
@@ -218,6 +225,7 @@ class Connection:
     async def start(self, path: bytes, request: bytes, timeout: float | None, *, streaming: bool = False) -> Call:
         """Send a request: the call is in flight when this returns (or waits for flow
         control to send the rest of a large request)."""
+        await trio.lowlevel.checkpoint_if_cancelled()  # past its deadline already: nothing goes out
         if len(request) > self.max_message:
             raise RpcError("RESOURCE_EXHAUSTED",
                            f"the request is {len(request)} bytes, above the {self.max_message} allowed",
@@ -257,7 +265,7 @@ class Connection:
 
     def cancel(self, call: Call) -> None:
         if not call.ended and call.id in self._calls:
-            call.cancelled = True
+            call.cancelled = call.reset = True
             call.fail(RpcError("CANCELLED", "cancelled by the caller", connected=self.connected))
             self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
             self._forget(call)
@@ -267,19 +275,22 @@ class Connection:
         get window for it, so a slow reader holds the server back instead of piling up."""
         message = call.messages.pop(0)
         call.unacked += len(message) + 5
-        if call.unacked >= STREAM_WINDOW // 2 and call.id in self._calls:
+        self._return_window(call)
+        return message
+
+    def _return_window(self, call: Call) -> None:
+        if call.unacked >= self._window_threshold and call.id in self._calls:
             self._push(frame(WINDOW_UPDATE, 0, call.id, struct.pack(">L", call.unacked)))
             call.unacked = 0
-        return message
 
     def close(self, details: str = "the connection was closed during the call") -> None:
         self._fail(RpcError("UNAVAILABLE", details, connected=self.connected))
 
     def _check_usable(self) -> None:
-        if not self.usable:  # an error of its own for each caller
+        if not self.usable:  # an error of its own for each caller; never sent, so it may go elsewhere
             failure = self.failure or RpcError("UNAVAILABLE", "the connection takes no new call",
-                                               connected=self.connected, retryable=True)
-            raise RpcError(failure.code, failure.details, connected=failure.connected, retryable=failure.retryable)
+                                               connected=self.connected)
+            raise RpcError(failure.code, failure.details, connected=failure.connected, retryable=True)
 
     def _header_frames(self, stream_id: int, block: bytes) -> bytes:
         size = self._peer_max_frame
@@ -304,14 +315,16 @@ class Connection:
                 if sent == len(body):
                     return
                 continue
+            if call.ended:  # answered, failed or reset meanwhile: its request stays unfinished
+                if not call.reset:
+                    call.reset = True
+                    self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
+                return
             try:
                 await self._window_lot.park()
             except BaseException:
                 self.cancel(call)
                 raise
-            if call.ended:  # answered, failed or reset while it waited: its request stays unfinished
-                self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
-                return
 
     # -- the writer -----------------------------------------------------------------------
 
@@ -343,8 +356,13 @@ class Connection:
         self._outgoing.clear()
         if self.usable:
             self.usable = False
-            self.failure = RpcError("UNAVAILABLE", f"send: {error.strerror or error}", connected=self.connected,
-                                    retryable=not self._calls)
+            self.failure = RpcError("UNAVAILABLE", f"send: {error.strerror or error}", connected=self.connected)
+        for call in [c for c in self._calls.values() if c.streaming]:  # no window can go back to its server
+            call.fail(RpcError("UNAVAILABLE", f"send: {error.strerror or error}", connected=self.connected))
+            self._forget(call)
+        self._window_lot.unpark_all()  # a large request waiting for window stops waiting
+        if not self._calls:
+            self._close_socket()
 
     async def _write(self) -> None:
         try:
@@ -427,6 +445,8 @@ class Connection:
                 payload = payload[5:]
             if stream_id == 0:
                 raise _ConnectionError(PROTOCOL_ERROR, "HEADERS on stream 0")
+            if len(payload) > MAX_HEADER_BLOCK:
+                raise _ConnectionError(COMPRESSION_ERROR, f"a header block over {MAX_HEADER_BLOCK} bytes")
             if flags & END_HEADERS:
                 self._take_headers(stream_id, flags, payload)
             else:
@@ -457,6 +477,7 @@ class Connection:
         elif kind == RST_STREAM:
             call = self._calls.get(stream_id)
             if call is not None:
+                call.reset = True
                 error_code = int.from_bytes(payload[:4], "big")
                 call.fail(RpcError(reset_code(error_code), f"the server reset the stream (HTTP/2 error {error_code})",
                                    connected=True, retryable=error_code == REFUSED_STREAM))
@@ -518,8 +539,10 @@ class Connection:
             return
         if call.streaming:
             # Padding gets its window back now, messages when the caller takes them
-            # (take_message): the window (twice the largest message) always holds one.
+            # (take_message); what is held back never leaves less than one largest
+            # message of window (_window_threshold).
             call.unacked += counted - len(payload)
+            self._return_window(call)
             if call.messages:
                 call.lot.unpark_all()
 
@@ -579,6 +602,7 @@ class Connection:
         self._forget(call)
 
     def _reset(self, call: Call, error: RpcError) -> None:
+        call.reset = True
         call.fail(error)
         self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
         self._forget(call)

@@ -459,6 +459,21 @@ async def test_an_endless_header_block_ends_the_connection(tmp_path) -> None:
         channel.close()
 
 
+async def test_one_oversized_header_frame_ends_the_connection(tmp_path) -> None:
+    async def oversized(peer: Peer) -> None:
+        await peer.start()
+        stream_id, _, _ = await peer.request()
+        await peer.send(frame(HEADERS, END_HEADERS, stream_id, b"\x88" * 70000))
+        await peer.until(GOAWAY)
+
+    async with server(tmp_path, oversized) as path:
+        channel = Channel(path, max_message=MAX)
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 5)
+        assert "header block over" in failed.value.details
+        channel.close()
+
+
 async def test_an_answer_before_the_whole_request_resets_the_unsent_rest(tmp_path) -> None:
     async def early(peer: Peer) -> None:
         await peer.start(struct.pack(">HL", 4, 10))  # INITIAL_WINDOW_SIZE 10
@@ -484,26 +499,28 @@ async def test_an_answer_before_the_whole_request_resets_the_unsent_rest(tmp_pat
 
 
 async def test_a_stream_gets_window_back_as_its_messages_are_taken(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(connection_module, "STREAM_WINDOW", 40)  # half of it: 20 bytes taken
+    # A window of 1000 with messages of at most 200: it goes back once 500 bytes were taken.
+    monkeypatch.setattr(connection_module, "STREAM_WINDOW", 1000)
 
     async def streaming(peer: Peer) -> None:
         await peer.start()
         stream_id, _, _ = await peer.request()
-        await peer.send(response_headers(stream_id), message(stream_id, b"a" * 10), message(stream_id, b"b" * 10))
+        await peer.send(response_headers(stream_id), *(message(stream_id, bytes([i]) * 200) for i in range(3)))
         _, _, update_id, payload = await peer.until(WINDOW_UPDATE)
-        assert update_id == stream_id and int.from_bytes(payload, "big") == 30  # both messages, when taken
+        assert update_id == stream_id and int.from_bytes(payload, "big") == 3 * 205  # all three, when taken
         taken.set()
         await peer.send(trailers(stream_id))
         await trio.sleep_forever()
 
     taken = trio.Event()
     async with server(tmp_path, streaming) as path:
-        channel = Channel(path, max_message=MAX)
+        channel = Channel(path, max_message=200)
         events = channel.stream(METHOD, b"")
-        assert await events.__anext__() == b"a" * 10
+        assert await events.__anext__() == b"\0" * 200
+        assert await events.__anext__() == b"\1" * 200
         await trio.testing.wait_all_tasks_blocked()
-        assert not taken.is_set()  # 15 bytes taken: not yet half the window
-        assert [m async for m in events] == [b"b" * 10]
+        assert not taken.is_set()  # 410 bytes taken: not yet
+        assert [m async for m in events] == [b"\2" * 200]
         assert taken.is_set()
         channel.close()
 
