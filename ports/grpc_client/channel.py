@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Sequence
 
 import trio
 
-from .connection import Call, Connection
+from .call import Call
+from .connection import Connection
 from .status import RpcError
 
 

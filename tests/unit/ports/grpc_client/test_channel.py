@@ -16,7 +16,7 @@ import trio.testing
 
 from pykubelet.ports.grpc_client import Channel, RpcError, hpack
 from pykubelet.ports.grpc_client import connection as connection_module
-from pykubelet.ports.grpc_client.connection import (
+from pykubelet.ports.grpc_client.frames import (
     CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED, PING, PREFACE, RST_STREAM,
     SETTINGS, WINDOW_UPDATE, frame,
 )
