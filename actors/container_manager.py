@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
-from pykubelet.messages.cri_api import api_pb2
 
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.pod import Container, Pod
 from pykubelet.pods.cgroup_names import (
     KUBEPODS,

@@ -37,11 +37,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import trio
-from pykubelet.messages.cri_api import api_pb2
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from pykubelet.actors.node_pressure import NodePressure
 from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.pod import Pod
 from pykubelet.messages.pod_updates import EvictPod
 from pykubelet.pods.eviction import Eviction, local_storage_eviction, threshold_eviction

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import trio
-from pykubelet.messages.cri_api import api_pb2
 from prometheus_client import CollectorRegistry, Counter
 
 from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, MANAGED_LABEL, MANAGED_VALUE, POD_UID_LABEL
 from pykubelet.pods.log_rotation import (
     COMPRESS_SUFFIX,

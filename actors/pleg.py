@@ -16,13 +16,13 @@ import time
 from dataclasses import dataclass
 
 import trio
-from pykubelet.messages.cri_api import api_pb2
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from pykubelet.actors.health import HealthBoard
 from pykubelet.actors.pleg_diff import event_to_pleg_events, relist_events
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.actors.runtime_pods import RuntimeIndex, RuntimePods
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.pod_updates import PlegEvent
 from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.ports.cri import CriError, EventsUnsupported

@@ -7,9 +7,9 @@ actor that calls the runtime and sends the events is actors/pleg.py.
 from __future__ import annotations
 
 import msgspec
-from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors.runtime_pods import RuntimeIndex, RuntimeItem
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.pod_updates import PlegEvent
 from pykubelet.messages.runtime import Relist, RelistedContainer, RelistedSandbox
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL, POD_UID_LABEL, is_managed

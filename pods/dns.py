@@ -13,7 +13,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pykubelet.messages.cri_api import api_pb2
-
 from pykubelet.messages.pod import Pod, PodDNSConfigOption
 
 from .security_context import format_pod

@@ -12,7 +12,6 @@ import re
 from collections.abc import Sequence
 
 from pykubelet.messages.cri_api import api_pb2
-
 from pykubelet.messages.pod import Container, HostAlias, Pod
 
 ETC_HOSTS_PATH = "/etc/hosts"

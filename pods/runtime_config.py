@@ -11,7 +11,6 @@ import os
 from collections.abc import Sequence
 
 from pykubelet.messages.cri_api import api_pb2
-
 from pykubelet.messages.pod import Container, Pod
 
 from .hosts_file import pod_hostname

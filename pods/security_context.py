@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterator, Sequence
 
 import msgspec
-from pykubelet.messages.cri_api import api_pb2
 
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.pod import Container, Pod, SecurityContext
 
 # Go's kubelet default (cmd/kubelet: <root-dir>/seccomp); pykubelet's root dir is its own.

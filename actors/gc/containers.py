@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import msgspec
 import trio
-from pykubelet.messages.cri_api import api_pb2
 from prometheus_client import Counter
 
 from pykubelet.actors.container_manager import ContainerManager
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.actors.volumes.manager import VolumeManager
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.pods.gc import (
     GcContainer,
     GcSandbox,

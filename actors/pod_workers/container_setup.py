@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 import trio
-from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors.volumes.object_cache import EMPTY_SNAPSHOT, ObjectSnapshot, referenced_objects
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.pod import Container, Pod, VolumeMount
 from pykubelet.pods.dns import DNSWarning, ResolvConfError, pod_dns_config
 from pykubelet.pods.downward_api import PodFacts

@@ -11,9 +11,9 @@ import os
 from collections.abc import Sequence
 
 import trio
-from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors import events
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.pod import Container, Pod
 from pykubelet.pods.actions import MINIMUM_GRACE_PERIOD
 from pykubelet.messages.runtime import PodRuntimeStatus

@@ -17,10 +17,10 @@ import math
 import time
 
 import trio
-from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors import events
 from pykubelet.actors.events import pod_reference
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.pod import Pod, PodCondition
 from pykubelet.messages.pod_updates import EvictPod, TerminatePod
 from pykubelet.messages.runtime import PodRuntimeStatus

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
-from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors.runtime_link import RuntimeHandle
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.pod import Pod, PodList
 from pykubelet.pods.kubelet_auth import without_websocket_bearer_token
 from pykubelet.pods.labels import POD_UID_LABEL

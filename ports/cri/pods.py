@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 import trio
-from pykubelet.messages.cri_api import api_pb2
 
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.runtime import (
     ContainerRuntimeStatus,
     PodRuntimeStatus,

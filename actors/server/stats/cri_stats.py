@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from pykubelet.messages.cri_api import api_pb2
 
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.pods.labels import CONTAINER_NAME_LABEL
 from pykubelet.pods.stats_summary import Cpu, Fs, Interface, ListedContainer, ListedSandbox, Memory, Network
 

@@ -27,10 +27,10 @@ from typing import Any
 
 import msgspec
 import trio
-from pykubelet.messages.cri_api import api_pb2
 
 from pykubelet.actors.runtime_link import RuntimeHandle
 from pykubelet.actors.volumes.manager import PLUGINS
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.messages.pod import PodList
 from pykubelet.pods import stats_summary as summary
 from pykubelet.pods.resource_metrics import resource_metrics

@@ -5,8 +5,8 @@ files' where it has none. No I/O: the stats provider gathers what it is given.""
 from __future__ import annotations
 
 import msgspec
-from pykubelet.messages.cri_api import api_pb2
 
+from pykubelet.messages.cri_api import api_pb2
 from pykubelet.pods import stats_summary as summary
 from pykubelet.pods.stats_summary import (
     ContainerStats, Cpu, CpuUsageCache, Fs, Interface, ListedContainer, ListedSandbox, Network, NodeStats,
