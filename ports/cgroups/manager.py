@@ -67,10 +67,17 @@ class CgroupManager:
         return f"{mount}{rel}" if rel != "/" else str(mount)
 
     def _all_folders(self, path: str) -> list[str]:
-        """The cgroup's folder in each hierarchy (v1 hierarchies mounted together once)."""
+        """The cgroup's folder in each hierarchy (v1 hierarchies mounted together once). On a
+        hybrid host the unified tree's too: runc makes each container's cgroup there as
+        well, and with it the pod's folders, which Go's libcontainer counts among a
+        cgroup's paths and removes on Destroy."""
         if self.mode.version == 2:
             return [self._folder("", path)]
-        return sorted({self._folder(c, path) for c in self.mode.mount_points})
+        folders = {self._folder(c, path) for c in self.mode.mount_points}
+        if self.mode.hybrid:
+            rel = files.clean(path)
+            folders.add(f"{self.mode.unified}{rel}" if rel != "/" else str(self.mode.unified))
+        return sorted(folders)
 
     def _file(self, path: str, controller: str, name: str) -> str:
         """The cgroup's file `name` of `controller`, which the node must have."""

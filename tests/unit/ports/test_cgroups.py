@@ -247,6 +247,8 @@ class Scratch:
         except CgroupError:
             pass
         mounts = {self.mode.unified} if self.mode.version == 2 else set(self.mode.mount_points.values())
+        if self.mode.hybrid:
+            mounts.add(self.mode.unified)
         for mount in mounts:  # whatever destroy left: children first
             for directory, _, _ in os.walk(f"{mount}{self.top}", topdown=False):
                 try:
@@ -359,6 +361,24 @@ def test_a_process_moved_in_is_listed_counted_then_killed_by_destroy(scratch):
         for folder in s.folders(path):
             assert not os.path.exists(folder)
     s.manager.destroy(s.top)  # gone already is fine
+
+
+def test_on_a_hybrid_host_destroy_also_removes_what_runc_made_in_the_unified_tree(scratch):
+    s = scratch
+    if not s.mode.hybrid:
+        pytest.skip("not a hybrid host (cgroup v1 with a cgroup2 unified mount)")
+    s.manager.create(s.pod, _config_for(s))
+    container = f"{s.mode.unified}{s.pod}/container"  # as runc makes a container's cgroup there
+    os.makedirs(container)
+    sleeper = s.spawn(["sleep", "300"])
+    with open(f"{container}/cgroup.procs", "w") as f:
+        f.write(str(sleeper.pid))
+    assert sleeper.pid in s.manager.pids(s.pod)
+
+    s.manager.destroy(s.top)
+
+    assert sleeper.wait(timeout=5) == -signal.SIGKILL
+    assert not os.path.exists(f"{s.mode.unified}{s.top}")
 
 
 def test_update_lowers_the_cpu_quota(scratch):
