@@ -20,6 +20,7 @@ import trio
 
 from pykubelet.messages.pod import Container, ExecAction, GRPCAction, HTTPGetAction, TCPSocketAction
 from pykubelet.messages.probes import ProbeOutcome
+from pykubelet.pods.backoff import ExponentialBackoff
 from pykubelet.pods.probes import InvalidProbe, ResolvedProbe, resolve_port
 from pykubelet.ports.cri import CommandTimedOut, CriClient, CriError
 from pykubelet.ports.grpc_client import Connection, RpcError, unary
@@ -47,8 +48,8 @@ MAX_REDIRECTS = 10  # Go's http.Client: the 10th redirect response is an error
 HEALTH_CHECK = b"/grpc.health.v1.Health/Check"
 HEALTH_MAX_MESSAGE = 4 * 1024 * 1024  # grpc's default for what a client receives
 # grpc-go's connection back-off (which the Go prober's blocking dial follows until its
-# timeout): 1 s, then 1.6 times longer each try.
-_DIAL_RETRY_FIRST, _DIAL_RETRY_FACTOR = 1.0, 1.6
+# timeout): 1 s, then 1.6 times longer each try, up to 120 s.
+_DIAL_RETRY_FIRST, _DIAL_RETRY_FACTOR, _DIAL_RETRY_MAX = 1.0, 1.6, 120.0
 SERVING_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 
 
@@ -259,9 +260,9 @@ async def probe_grpc(host: str, port: int, service: str, timeout: float) -> Prob
     addr = host_port(address, port)
     deadline = trio.current_time() + timeout
     not_connected = f'timeout: failed to connect service "{addr}" within {timeout:g}s'
-    delay = _DIAL_RETRY_FIRST
+    retry = ExponentialBackoff(_DIAL_RETRY_FIRST, _DIAL_RETRY_MAX, factor=_DIAL_RETRY_FACTOR)
     while True:
-        sock = await _dial_until(address, port, deadline)
+        sock = await _dial_until(address, port, deadline, retry)
         if sock is None:
             return "failure", not_connected
         connection = Connection.over(sock, authority=addr.encode(), max_message=HEALTH_MAX_MESSAGE,
@@ -280,8 +281,7 @@ async def probe_grpc(host: str, port: int, service: str, timeout: float) -> Prob
         # Connected, but no HTTP/2 server answered (it closed, spoke something else, or went
         # away before the call): as the Go prober's blocking dial, try again on grpc-go's
         # back-off until the timeout.
-        await trio.sleep_until(min(deadline, trio.current_time() + delay))
-        delay *= _DIAL_RETRY_FACTOR
+        await trio.sleep_until(min(deadline, trio.current_time() + retry.next_delay()))
     try:
         status = decode_health_response(data)
     except ValueError as error:
@@ -302,10 +302,12 @@ def _health_rpc_failed(error: RpcError, timeout: float) -> ProbeAnswer:
     return "failure", f"error: health rpc probe failed: {error.code}: {error.details}"
 
 
-async def _dial_until(address: str, port: int, deadline: float) -> socket.socket | None:
-    """A TCP connection, tried again on grpc-go's back-off until the deadline (the Go
-    prober's blocking dial): None when there is none by then."""
-    delay = _DIAL_RETRY_FIRST
+async def _dial_until(
+    address: str, port: int, deadline: float, retry: ExponentialBackoff
+) -> socket.socket | None:
+    """A TCP connection, tried again on the probe's back-off (one for all its connection
+    attempts, as grpc-go's) until the deadline, as the Go prober's blocking dial: None when
+    there is none by then."""
     while True:
         remaining = deadline - trio.current_time()
         if remaining <= 0:
@@ -316,8 +318,7 @@ async def _dial_until(address: str, port: int, deadline: float) -> socket.socket
         except DialTimeout:
             return None
         except DialError:  # refused or unreachable: the next try after the back-off
-            await trio.sleep_until(min(deadline, trio.current_time() + delay))
-            delay *= _DIAL_RETRY_FACTOR
+            await trio.sleep_until(min(deadline, trio.current_time() + retry.next_delay()))
 
 
 # -- one probe, whatever its handler -------------------------------------------------------------

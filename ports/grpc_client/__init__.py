@@ -3,6 +3,6 @@ loop (the CRI port's transport and the gRPC probes'; docs/architecture.md says w
 
 from .channel import Channel, unary
 from .connection import Connection
-from .status import CODE_NAMES, RpcError
+from .status import RpcError
 
-__all__ = ["CODE_NAMES", "Channel", "Connection", "RpcError", "unary"]
+__all__ = ["Channel", "Connection", "RpcError", "unary"]

@@ -32,12 +32,6 @@ class Channel:
         self._draining: list[Connection] = []  # replaced, still finishing their calls
         self._closed = False
 
-    @property
-    def connected(self) -> bool:
-        """Whether the current connection is set up (the server's SETTINGS came)."""
-        connection = self._connection
-        return connection is not None and connection.usable and connection.connected
-
     def close(self) -> None:
         """Calls in flight (on every connection) and every call after it fail with
         UNAVAILABLE. Idempotent."""

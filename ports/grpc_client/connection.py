@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import trio
 
@@ -132,8 +132,12 @@ class Connection(IncomingFrames):
         is told (RST_STREAM)."""
         if call.ended or call.streaming and call.messages:
             return
+        await self._park(call.lot, call)
+
+    async def _park(self, lot: trio.lowlevel.ParkingLot, call: Call) -> None:
+        """Wait in `lot` on behalf of `call`; a caller cancelled meanwhile cancels the call."""
         try:
-            await call.lot.park()
+            await lot.park()
         except BaseException:
             self.cancel(call)
             raise
@@ -195,11 +199,7 @@ class Connection(IncomingFrames):
                     call.reset = True
                     self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
                 return
-            try:
-                await self._window_lot.park()
-            except BaseException:
-                self.cancel(call)
-                raise
+            await self._park(self._window_lot, call)
 
     # -- the writer -----------------------------------------------------------------------
 
@@ -292,9 +292,6 @@ class Connection(IncomingFrames):
             self._closer(self._socket)
         self._writer_lot.unpark_all()
         self.closed.set()
-
-    def __iter__(self) -> Iterator[Call]:  # the calls in flight (tests)
-        return iter(list(self._calls.values()))
 
 
 def _close(sock: socket.socket) -> None:

@@ -153,7 +153,7 @@ async def test_a_unary_call_sends_grpc_headers_and_gets_its_answer(tmp_path) -> 
     async with server(tmp_path, handler) as path:
         channel = Channel(path, max_message=MAX)
         assert await channel.unary(METHOD, b"hello", 2.5) == b"olleh"
-        assert channel.connected
+        assert channel._connection.connected
         channel.close()
 
 
@@ -571,7 +571,7 @@ async def test_the_servers_stream_limit_holds_a_call_until_one_ends(tmp_path) ->
         await peer.send(answer(warm_up, body))
         first, _, body = await peer.request()
         await trio.testing.wait_all_tasks_blocked()  # both callers are where they wait
-        assert len(list(channel._connection)) == 1  # the second waits for a stream
+        assert len(channel._connection._calls) == 1  # the second waits for a stream
         await peer.send(answer(first, body))
         second, _, body = await peer.request()
         await peer.send(answer(second, body))
