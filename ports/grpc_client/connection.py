@@ -57,7 +57,6 @@ class Connection(IncomingFrames):
         self._received = bytearray()
         self._unacked = 0
         self._continued: tuple[int, int, bytearray] | None = None  # a header block's frames so far
-        self._last_id = 2**31  # GOAWAY's last stream id
         self.connected = False  # the server's SETTINGS came: it speaks HTTP/2
         self.usable = True
         self.failure: RpcError | None = None

@@ -221,7 +221,6 @@ class IncomingFrames:
     def _take_goaway(self, payload: bytes) -> None:
         last_id = int.from_bytes(payload[:4], "big") & 0x7FFFFFFF
         error_code = int.from_bytes(payload[4:8], "big")
-        self._last_id = min(self._last_id, last_id)
         self.usable = False  # new calls go to a new connection
         detail = f"the server is closing the connection (GOAWAY, HTTP/2 error {error_code})"
         self.failure = RpcError("UNAVAILABLE", detail, connected=True, retryable=True)
