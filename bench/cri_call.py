@@ -47,6 +47,9 @@ Candidates (all on one channel to the unix socket, wait_for_ready=False, with a 
   client-cq      the same with GRPC_EXPERIMENTS=-event_engine_client: client sockets
                  read and written by the completion-queue poller instead of grpc's
                  EventEngine threads (measured, not shipped: docs/performance.md)
+  period-only    no call at all, only the callers' waits: with --period, what the probe
+                 workers' period wake-ups cost alone. client's figure less this one is the
+                 calls' own share of the paced run
 
 Every child runs with grpc's defaults (this process's environment), its baseline included,
 but client-cq's, whose child and baseline run with that experiment turned off. Each row's
@@ -72,7 +75,7 @@ if str(REPO) not in sys.path:
 
 CANDIDATES = (
     "trio-asyncio", "to-thread", "to-thread-lim", "worker", "future", "future-kept", "aio-thread", "aio-plain",
-    "client", "client-cq", "trio-h2",
+    "client", "client-cq", "trio-h2", "period-only",
 )
 TIMEOUT = 60.0  # a deadline only: a loaded machine makes ExecSync slow
 EXEC_COMMAND = ["true"]
@@ -418,6 +421,13 @@ async def _trio_h2(endpoint: str, method: str, calls: int) -> tuple[float, float
         channel.close()
 
 
+async def _period_only(endpoint: str, method: str, calls: int) -> tuple[float, float]:
+    async def call():
+        pass
+
+    return await _timed(call, calls)
+
+
 def _aio_plain(endpoint: str, method: str, calls: int) -> tuple[float, float]:
     """grpc.aio awaited in a plain asyncio loop, no trio at all: the floor of aio-thread."""
     import asyncio
@@ -485,6 +495,8 @@ def child(
         cpu, wall = trio.run(_aio_thread, endpoint, method, calls)
     elif candidate == "trio-h2":
         cpu, wall = trio.run(_trio_h2, endpoint, method, calls)
+    elif candidate == "period-only":
+        cpu, wall = trio.run(_period_only, endpoint, method, calls)
     elif candidate in ("client", "client-cq"):
         cpu, wall = trio.run(_client, endpoint, method, calls)
     else:
@@ -569,7 +581,7 @@ def report(results: dict[str, list[dict]], args: argparse.Namespace, target: str
     print()
     print(f"{args.method} against {target}, {args.calls} calls x {args.rounds} rounds, "
           f"{args.concurrency} caller(s) at once" + (f", each once every {args.period:g} s " if args.period else " ") +
-          f"(median over rounds; CPU = process time, all threads)")
+          "(median over rounds; CPU = process time, all threads)")
     print(f"  {'raw grpcio blocking':22} {statistics.median(baselines) * 1e3:6.3f} ms CPU/call   x1.00 (baseline)")
     for candidate, figures in results.items():
         cpu = statistics.median(f["cpu"] for f in figures)
