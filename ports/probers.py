@@ -26,9 +26,9 @@ from pykubelet.ports.cri import CommandTimedOut, CriClient, CriError
 from pykubelet.ports.grpc_client import Connection, RpcError, unary
 from pykubelet.ports.http_get import (
     DialError,
+    DialTimeout,
     HttpAnswer,
     HttpGetError,
-    DialTimeout,
     close_socket,
     open_tcp,
     host_port,

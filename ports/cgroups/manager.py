@@ -62,9 +62,7 @@ class CgroupManager:
     # -- names to folders
 
     def _folder(self, controller: str, path: str) -> str:
-        rel = files.clean(path)
-        mount = self.mode.unified if self.mode.version == 2 else self.mode.mount_points[controller]
-        return f"{mount}{rel}" if rel != "/" else str(mount)
+        return _under(self.mode.unified if self.mode.version == 2 else self.mode.mount_points[controller], path)
 
     def _all_folders(self, path: str) -> list[str]:
         """The cgroup's folder in each hierarchy (v1 hierarchies mounted together once). On a
@@ -75,8 +73,7 @@ class CgroupManager:
             return [self._folder("", path)]
         folders = {self._folder(c, path) for c in self.mode.mount_points}
         if self.mode.hybrid:
-            rel = files.clean(path)
-            folders.add(f"{self.mode.unified}{rel}" if rel != "/" else str(self.mode.unified))
+            folders.add(_under(self.mode.unified, path))
         return sorted(folders)
 
     def _file(self, path: str, controller: str, name: str) -> str:
@@ -302,3 +299,9 @@ class CgroupManager:
         pid, error = next(iter(errors.items()))
         raise CgroupError(path, self._all_folders(path)[0] + "/cgroup.procs",
                           f"cannot kill process {pid}: {error.strerror}", errno=error.errno)
+
+
+def _under(mount: str, path: str) -> str:
+    """The cgroup `path`'s folder in the hierarchy mounted at `mount`."""
+    rel = files.clean(path)
+    return f"{mount}{rel}" if rel != "/" else str(mount)

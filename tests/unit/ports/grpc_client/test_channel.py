@@ -140,6 +140,17 @@ async def server(tmp_path, *handlers: Handler) -> AsyncIterator[str]:
     listener.close()
 
 
+async def call_error(path: str, timeout: float = 5, *, max_message: int = MAX) -> RpcError:
+    """One call on a channel of its own that must fail: its error (the channel closed)."""
+    channel = Channel(path, max_message=max_message)
+    try:
+        with pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", timeout)
+        return failed.value
+    finally:
+        channel.close()
+
+
 async def test_a_unary_call_sends_grpc_headers_and_gets_its_answer(tmp_path) -> None:
     async def handler(peer: Peer) -> None:
         await peer.start()
@@ -187,12 +198,9 @@ async def test_an_error_status_reaches_the_caller_with_its_decoded_message(tmp_p
         await trio.sleep_forever()
 
     async with server(tmp_path, handler) as path:
-        channel = Channel(path, max_message=MAX)
-        with pytest.raises(RpcError) as failed:
-            await channel.unary(METHOD, b"", 5)
-        assert failed.value.code == "NOT_FOUND"
-        assert failed.value.details == 'container "x" not found: 100%'
-        channel.close()
+        error = await call_error(path)
+        assert error.code == "NOT_FOUND"
+        assert error.details == 'container "x" not found: 100%'
 
 
 async def test_a_ping_is_answered_with_its_payload(tmp_path) -> None:
@@ -334,11 +342,8 @@ async def test_a_reset_stream_fails_its_call_by_the_reset_code(tmp_path, error_c
         await trio.sleep_forever()
 
     async with server(tmp_path, handler) as path:
-        channel = Channel(path, max_message=MAX)
-        with pytest.raises(RpcError) as failed:
-            await channel.unary(METHOD, b"", 5)
-        assert failed.value.code == code
-        channel.close()
+        error = await call_error(path)
+        assert error.code == code
 
 
 async def test_past_its_deadline_a_call_fails_and_the_server_is_told(tmp_path) -> None:
@@ -390,11 +395,8 @@ async def test_a_server_that_never_speaks_http2_fails_the_call_as_not_connected(
         await trio.sleep_forever()
 
     async with server(tmp_path, silent) as path:
-        channel = Channel(path, max_message=MAX)
-        with pytest.raises(RpcError) as failed:
-            await channel.unary(METHOD, b"", 0.2)
-        assert failed.value.code == "DEADLINE_EXCEEDED" and not failed.value.connected
-        channel.close()
+        error = await call_error(path, 0.2)
+        assert error.code == "DEADLINE_EXCEEDED" and not error.connected
 
 
 async def test_an_http1_server_is_named_as_such(tmp_path) -> None:
@@ -403,11 +405,8 @@ async def test_an_http1_server_is_named_as_such(tmp_path) -> None:
         await trio.sleep_forever()
 
     async with server(tmp_path, http1) as path:
-        channel = Channel(path, max_message=MAX)
-        with pytest.raises(RpcError) as failed:
-            await channel.unary(METHOD, b"", 5)
-        assert failed.value.code == "UNAVAILABLE" and "http1.x" in failed.value.details
-        channel.close()
+        error = await call_error(path)
+        assert error.code == "UNAVAILABLE" and "http1.x" in error.details
 
 
 async def test_an_answer_above_the_limit_fails_and_resets_its_stream(tmp_path) -> None:
@@ -419,11 +418,8 @@ async def test_an_answer_above_the_limit_fails_and_resets_its_stream(tmp_path) -
         await trio.sleep_forever()
 
     async with server(tmp_path, handler) as path:
-        channel = Channel(path, max_message=1000)
-        with pytest.raises(RpcError) as failed:
-            await channel.unary(METHOD, b"", 5)
-        assert failed.value.code == "RESOURCE_EXHAUSTED"
-        channel.close()
+        error = await call_error(path, max_message=1000)
+        assert error.code == "RESOURCE_EXHAUSTED"
 
 
 async def test_a_second_message_on_a_unary_call_fails_it(tmp_path) -> None:
@@ -435,11 +431,8 @@ async def test_a_second_message_on_a_unary_call_fails_it(tmp_path) -> None:
         await trio.sleep_forever()
 
     async with server(tmp_path, chatty) as path:
-        channel = Channel(path, max_message=MAX)
-        with pytest.raises(RpcError) as failed:
-            await channel.unary(METHOD, b"", 5)
-        assert failed.value.code == "INTERNAL" and "more than one message" in failed.value.details
-        channel.close()
+        error = await call_error(path)
+        assert error.code == "INTERNAL" and "more than one message" in error.details
 
 
 async def test_an_endless_header_block_ends_the_connection(tmp_path) -> None:
@@ -452,11 +445,8 @@ async def test_an_endless_header_block_ends_the_connection(tmp_path) -> None:
         await peer.until(GOAWAY)
 
     async with server(tmp_path, endless) as path:
-        channel = Channel(path, max_message=MAX)
-        with pytest.raises(RpcError) as failed:
-            await channel.unary(METHOD, b"", 5)
-        assert "header block over" in failed.value.details
-        channel.close()
+        error = await call_error(path)
+        assert "header block over" in error.details
 
 
 async def test_one_oversized_header_frame_ends_the_connection(tmp_path) -> None:
@@ -467,11 +457,8 @@ async def test_one_oversized_header_frame_ends_the_connection(tmp_path) -> None:
         await peer.until(GOAWAY)
 
     async with server(tmp_path, oversized) as path:
-        channel = Channel(path, max_message=MAX)
-        with pytest.raises(RpcError) as failed:
-            await channel.unary(METHOD, b"", 5)
-        assert "header block over" in failed.value.details
-        channel.close()
+        error = await call_error(path)
+        assert "header block over" in error.details
 
 
 async def test_an_answer_before_the_whole_request_resets_the_unsent_rest(tmp_path) -> None:
