@@ -19,25 +19,37 @@ counted). A child reports its own CPU time (user + system, all threads) per even
                   the answer comes (the design that would take the ping off trio's loop)
   exec-pacing     only the period's sleep of the two above: what is left of them is the
                   CRI call's own share
+  exec-client     the same shape through the CRI port as the daemon ships it (CriClient's
+                  exec_sync, its metrics, ports/grpc_client): the peer sends the HTTP/2
+                  frames containerd's grpc-go sends for an ExecSync (a WINDOW_UPDATE and a
+                  ping on the request's DATA, then the answer as HEADERS, DATA and trailers
+                  in one write). Less exec-pacing, the port's own share of a probe's
+                  ExecSync; its imports are made before the CPU count starts. Run the
+                  script with PYTHONPATH at a directory whose `pykubelet` links to another
+                  checkout to measure that checkout's port
 The table gives each figure and its ratio to the blocking baseline of the same round;
-figures are medians over --rounds. Nothing leaves the machine: a socket pair only.
+figures are medians over --rounds. Nothing leaves the machine: a socket pair, or for
+exec-client a unix socket in a temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import socket
 import statistics
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 import trio
 
-SCENARIOS = ("blocking", "trio-socket", "trio-timer", "exec-trio", "exec-thread", "exec-pacing")
+SCENARIOS = ("blocking", "trio-socket", "trio-timer", "exec-trio", "exec-thread", "exec-pacing", "exec-client")
 PING_AFTER = 0.0005  # seconds from the request to the server's ping
 ANSWER_AFTER = 0.003  # seconds from the ping's answer to the call's answer
 
@@ -62,6 +74,67 @@ def _peer(sock: socket.socket, scenario: str, events: int, gap: float) -> None:
             sock.send(b"x")
             if not sock.recv(1):
                 return
+
+
+def _grpc_peer(listener: socket.socket, events: int) -> None:
+    """A CRI server of one connection, blocking, as grpc-go answers: the Version handshake,
+    then `events` ExecSync calls in the shape above."""
+    from pykubelet.messages.cri_api import api_pb2
+    from pykubelet.ports.grpc_client import hpack
+    from pykubelet.ports.grpc_client.frames import (
+        ACK, DATA, END_HEADERS, END_STREAM, HEADERS, PING, PREFACE, SETTINGS, WINDOW_UPDATE, frame,
+    )
+
+    sock, _ = listener.accept()
+    received = bytearray()
+
+    def request() -> int:
+        """The stream of the next request, read up to its last DATA frame (what else the
+        client sends, its SETTINGS ACK and PING ACKs, is passed over)."""
+        nonlocal received
+        while True:
+            while len(received) < 9 or len(received) < 9 + int.from_bytes(received[:3], "big"):
+                data = sock.recv(65536)
+                if not data:
+                    raise EOFError
+                received += data
+            length = int.from_bytes(received[:3], "big")
+            kind, flags, stream = received[3], received[4], int.from_bytes(received[5:9], "big")
+            del received[:9 + length]
+            if kind == DATA and flags & END_STREAM:
+                return stream
+
+    def answer(stream: int, message: bytes) -> bytes:
+        head = hpack.encode([(b":status", b"200"), (b"content-type", b"application/grpc")])
+        return (frame(HEADERS, END_HEADERS, stream, head)
+                + frame(DATA, 0, stream, len(message).to_bytes(5, "big") + message)
+                + frame(HEADERS, END_HEADERS | END_STREAM, stream, hpack.encode([(b"grpc-status", b"0")])))
+
+    while len(received) < len(PREFACE):
+        received += sock.recv(65536)
+    del received[:len(PREFACE)]
+    sock.sendall(frame(SETTINGS, 0, 0) + frame(SETTINGS, ACK, 0))
+    version = api_pb2.VersionResponse(version="0.1.0", runtime_name="peer", runtime_version="1",
+                                      runtime_api_version="v1").SerializeToString()
+    sock.sendall(answer(request(), version))
+    for _ in range(events):
+        stream = request()
+        time.sleep(PING_AFTER)
+        sock.sendall(frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", 32)) + frame(PING, 0, 0, b"bdp-ping"))
+        time.sleep(ANSWER_AFTER)
+        sock.sendall(answer(stream, b""))  # an ExecSyncResponse of exit code 0, no output
+    sock.recv(1)  # until the client closes
+
+
+async def _exec_client(endpoint: str, events: int, gap: float) -> None:
+    from pykubelet.ports.cri import CriClient, RuntimeOperationMetrics
+    from prometheus_client import CollectorRegistry
+
+    metrics = RuntimeOperationMetrics(CollectorRegistry())
+    async with CriClient(endpoint, metrics=metrics) as cri:
+        for _ in range(events):
+            await trio.sleep(gap)
+            await cri.exec_sync("a-container", ["cat", "/www/ready"], 1)
 
 
 def _blocking(sock: socket.socket, events: int, gap: float) -> None:
@@ -117,6 +190,8 @@ async def _exec_pacing(sock: socket.socket, events: int, gap: float) -> None:
 
 
 def child(scenario: str, events: int, gap: float) -> float:
+    if scenario == "exec-client":
+        return _client_child(events, gap)
     ours, theirs = socket.socketpair()
     peer = os.fork()
     if peer == 0:
@@ -138,6 +213,30 @@ def child(scenario: str, events: int, gap: float) -> float:
     finally:
         ours.close()
         os.waitpid(peer, 0)
+
+
+def _client_child(events: int, gap: float) -> float:
+    for module in ("pykubelet.ports.cri", "prometheus_client"):  # before the count, as the daemon has them
+        importlib.import_module(module)
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "cri.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen()
+        peer = os.fork()
+        if peer == 0:
+            try:
+                _grpc_peer(listener, events)
+            finally:
+                os._exit(0)
+        listener.close()
+        try:
+            started = time.process_time()
+            trio.run(_exec_client, f"unix://{path}", events, gap)
+            return (time.process_time() - started) / events
+        finally:
+            os.waitpid(peer, 0)
 
 
 def main() -> None:
@@ -170,7 +269,7 @@ def main() -> None:
         print(f"  {scenario:12} {statistics.median(figures[scenario]) * 1e6:7.1f} us   "
               f"x{statistics.median(ratios[scenario]):.2f} the blocking wake-up")
     calls = {s: statistics.median(figures[s]) - statistics.median(figures["exec-pacing"])
-             for s in ("exec-trio", "exec-thread")}
+             for s in ("exec-trio", "exec-thread", "exec-client")}
     print("  the call's share beyond the period's sleep: "
           + ", ".join(f"{s} {share * 1e6:.0f} us" for s, share in calls.items()))
 

@@ -9,6 +9,7 @@ hops and its own threads (docs/performance.md, "The CRI port on a gRPC client of
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 from collections.abc import Callable
@@ -107,13 +108,8 @@ class Connection(IncomingFrames):
         while self.usable and len(self._calls) >= self._peer_max_streams:
             await self._window_lot.park()
         self._check_usable()
-        headers = [
-            (b":method", b"POST"), (b":scheme", b"http"), (b":path", path),
-            (b":authority", self._authority), (b"content-type", b"application/grpc"),
-            (b"te", b"trailers"), (b"user-agent", self._user_agent),
-        ]
-        if timeout is not None:
-            headers.append((b"grpc-timeout", grpc_timeout(timeout)))
+        limit = None if timeout is None else grpc_timeout(timeout)
+        block = request_block(path, self._authority, self._user_agent, limit)
         call = Call(self.max_message, streaming)
         call.id = self._next_id
         self._next_id += 2
@@ -121,9 +117,8 @@ class Connection(IncomingFrames):
             self.usable = False
         call.send_window = self._peer_window
         self._calls[call.id] = call
-        self._push(self._header_frames(call.id, hpack.encode(headers)))
         body = len(request).to_bytes(5, "big") + request  # flag 0 (not compressed), length
-        await self._send_data(call, body)
+        await self._send_data(call, self._header_frames(call.id, block), body)
         return call
 
     async def wait(self, call: Call) -> None:
@@ -180,7 +175,10 @@ class Connection(IncomingFrames):
         out.append(frame(CONTINUATION, END_HEADERS, stream_id, chunks[-1]))
         return b"".join(out)
 
-    async def _send_data(self, call: Call, body: bytes) -> None:
+    async def _send_data(self, call: Call, headers: bytes, body: bytes) -> None:
+        """The request's `headers`, then its `body` in DATA frames as the windows allow. The
+        headers go out in one write with the first DATA frame: one wake-up of the server's
+        reader, not two."""
         sent = 0
         while True:
             room = min(len(body) - sent, self._send_window, call.send_window, self._peer_max_frame)
@@ -189,10 +187,14 @@ class Connection(IncomingFrames):
                 sent += room
                 self._send_window -= room
                 call.send_window -= room
-                self._push(frame(DATA, END_STREAM if sent == len(body) else 0, call.id, chunk))
+                self._push(headers + frame(DATA, END_STREAM if sent == len(body) else 0, call.id, chunk))
+                headers = b""
                 if sent == len(body):
                     return
                 continue
+            if headers:  # no window for any of the body yet: the server may start the call
+                self._push(headers)
+                headers = b""
             if call.ended:  # answered, failed or reset meanwhile: its request stays unfinished
                 if not call.reset:
                     call.reset = True
@@ -291,6 +293,19 @@ class Connection(IncomingFrames):
             self._closer(self._socket)
         self._writer_lot.unpark_all()
         self.closed.set()
+
+
+@functools.lru_cache(maxsize=256)
+def request_block(path: bytes, authority: bytes, user_agent: bytes, timeout: bytes | None) -> bytes:
+    """A request's header block. The encoder never indexes, so a block depends on its
+    fields alone and the same call (a probe's, a relist's) reuses it."""
+    headers = [
+        (b":method", b"POST"), (b":scheme", b"http"), (b":path", path), (b":authority", authority),
+        (b"content-type", b"application/grpc"), (b"te", b"trailers"), (b"user-agent", user_agent),
+    ]
+    if timeout is not None:
+        headers.append((b"grpc-timeout", timeout))
+    return hpack.encode(headers)
 
 
 def _close(sock: socket.socket) -> None:

@@ -30,7 +30,11 @@ CONNECTION_WINDOW = 1 << 30
 MAX_FRAME = 1 << 20  # the largest frame we accept: fewer frames for a big list answer
 DEFAULT_WINDOW = 65535  # RFC 9113 6.9.2
 HEADER = struct.Struct(">HBBBL")  # length (24 bits, as 16 + 8), type, flags, stream id
-RECEIVE = 1 << 18
+# What one recv() takes at most. Kept under glibc's mmap threshold (128 KiB): Python
+# allocates the whole size before the read, and a larger one is a fresh mmap, mremap and
+# munmap on every read (11 us more a read here, warm: docs/performance.md), where a list
+# answer of 500 pods only takes a few more reads of 64 KiB.
+RECEIVE = 1 << 16
 MAX_HEADER_BLOCK = 1 << 16  # a header block longer than this ends the connection (grpc's metadata is 8-16 KiB)
 OUTGOING_LIMIT = 1 << 26  # bytes waiting for a server that does not read: past it, the connection fails
 LAST_STREAM_ID = 2**31 - 1

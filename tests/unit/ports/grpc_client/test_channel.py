@@ -6,6 +6,7 @@ tests/integration/test_cri_containerd.py and the tests on the fake runtime."""
 
 from __future__ import annotations
 
+import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ import trio.testing
 
 from pykubelet.ports.grpc_client import Channel, RpcError, hpack
 from pykubelet.ports.grpc_client import connection as connection_module
+from pykubelet.ports.grpc_client.connection import Connection
 from pykubelet.ports.grpc_client.frames import (
     CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PADDED, PING, PREFACE, RST_STREAM,
     SETTINGS, WINDOW_UPDATE, frame,
@@ -159,11 +161,15 @@ async def test_a_unary_call_sends_grpc_headers_and_gets_its_answer(tmp_path) -> 
         assert headers[b"content-type"] == b"application/grpc" and headers[b"te"] == b"trailers"
         assert headers[b"grpc-timeout"] == b"2500m"
         await peer.send(answer(stream_id, body[::-1]))
+        stream_id, headers, body = await peer.request()  # the same call with another deadline
+        assert headers[b"grpc-timeout"] == b"7000m" and headers[b":path"] == METHOD
+        await peer.send(answer(stream_id, body))
         await trio.sleep_forever()
 
     async with server(tmp_path, handler) as path:
         channel = Channel(path, max_message=MAX)
         assert await channel.unary(METHOD, b"hello", 2.5) == b"olleh"
+        assert await channel.unary(METHOD, b"again", 7) == b"again"
         assert channel._connection.connected
         channel.close()
 
@@ -223,13 +229,17 @@ async def test_a_ping_is_answered_with_its_payload(tmp_path) -> None:
         channel.close()
 
 
-async def test_a_request_larger_than_the_window_waits_for_window_updates(tmp_path) -> None:
+@pytest.mark.parametrize("window", [0, 10])
+async def test_a_request_larger_than_the_window_waits_for_window_updates(tmp_path, window) -> None:
     async def handler(peer: Peer) -> None:
-        await peer.start(struct.pack(">HL", 4, 10))  # INITIAL_WINDOW_SIZE 10
+        await peer.start(struct.pack(">HL", 4, window))  # INITIAL_WINDOW_SIZE
         warm_up, _, body = await peer.request()  # sent before the client had our SETTINGS
         await peer.send(answer(warm_up, body))
-        _, _, stream_id, payload = await peer.until(DATA)
-        assert len(payload) == 10  # all the window allowed
+        _, _, stream_id, _ = await peer.until(HEADERS)  # the call opens, whatever the window
+        first = bytearray()
+        while len(first) < window:
+            first += (await peer.until(DATA))[3]
+        assert len(first) == window  # all the window allowed
         await peer.send(frame(WINDOW_UPDATE, 0, stream_id, struct.pack(">L", 1000)))
         rest = bytearray()
         while True:
@@ -237,7 +247,7 @@ async def test_a_request_larger_than_the_window_waits_for_window_updates(tmp_pat
             rest += payload
             if flags & END_STREAM:
                 break
-        assert len(rest) == 5 + 100 - 10
+        assert len(first) + len(rest) == 5 + 100
         await peer.send(answer(stream_id, b"done"))
         await trio.sleep_forever()
 
@@ -246,6 +256,40 @@ async def test_a_request_larger_than_the_window_waits_for_window_updates(tmp_pat
         assert await channel.unary(METHOD, b"warm-up", 5) == b"warm-up"
         assert await channel.unary(METHOD, b"x" * 100, 5) == b"done"
         channel.close()
+
+
+class CountingSocket(socket.socket):
+    """A client socket that keeps what each of its writes took."""
+
+    def send(self, data, *args) -> int:
+        sent = super().send(data, *args)
+        self.writes.append(bytes(data[:sent]))
+        return sent
+
+
+def frames_of(write: bytes) -> list[tuple[int, int]]:
+    """(type, stream) of each whole frame in one write."""
+    found = []
+    while len(write) >= 9:
+        length = int.from_bytes(write[:3], "big")
+        found.append((write[3], int.from_bytes(write[5:9], "big")))
+        write = write[9 + length:]
+    return found
+
+
+async def test_a_requests_headers_and_message_go_out_in_one_write(tmp_path) -> None:
+    async with server(tmp_path, echo) as path:
+        sock = CountingSocket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.writes = []
+        sock.connect(path)
+        sock.setblocking(False)
+        connection = Connection.over(sock, authority=b"localhost", max_message=MAX, user_agent=b"test")
+        call = await connection.start(METHOD, b"hello", 5)
+        while not call.ended:
+            await connection.wait(call)
+        assert call.messages == [b"hello"]
+        assert [(HEADERS, call.id), (DATA, call.id)] in [frames_of(w) for w in sock.writes]
+        connection.close()
 
 
 async def test_a_call_past_the_goaway_is_made_again_on_a_new_connection(tmp_path) -> None:
