@@ -42,8 +42,10 @@ Candidates (all on one channel to the unix socket, wait_for_ready=False, with a 
   trio-h2        ports/grpc_client's Channel alone: HTTP/2 driven by trio on the socket, no
                  thread (the mechanism CriClient ships)
   aio-plain      grpc.aio awaited in a plain asyncio loop, no trio: the floor of aio-thread
-  client         CriClient as shipped (metrics, typed errors): the product figure. Run with
-                 PYTHONPATH pointing at another checkout's pykubelet to measure its port
+  client         CriClient as shipped (metrics, typed errors): the product figure. To
+                 measure another checkout's port, run with PYTHONPATH at a folder whose
+                 `pykubelet` entry links to that checkout (the checkout's own root on
+                 PYTHONPATH loses to the editable install of this one)
   client-cq      the same with GRPC_EXPERIMENTS=-event_engine_client: client sockets
                  read and written by the completion-queue poller instead of grpc's
                  EventEngine threads (measured, not shipped: docs/performance.md)
