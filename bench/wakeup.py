@@ -46,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 import trio
 
@@ -189,17 +190,27 @@ async def _exec_pacing(sock: socket.socket, events: int, gap: float) -> None:
         sock.send(b"q")
 
 
+def _fork(serve: Callable[[], None]) -> int:
+    """The pid of a forked peer process that runs serve() and exits."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            serve()
+        finally:
+            os._exit(0)
+    return pid
+
+
 def child(scenario: str, events: int, gap: float) -> float:
     if scenario == "exec-client":
         return _client_child(events, gap)
     ours, theirs = socket.socketpair()
-    peer = os.fork()
-    if peer == 0:
+
+    def serve() -> None:
         ours.close()
-        try:
-            _peer(theirs, scenario, events, gap)
-        finally:
-            os._exit(0)
+        _peer(theirs, scenario, events, gap)
+
+    peer = _fork(serve)
     theirs.close()
     try:
         started = time.process_time()
@@ -224,12 +235,7 @@ def _client_child(events: int, gap: float) -> float:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(path)
         listener.listen()
-        peer = os.fork()
-        if peer == 0:
-            try:
-                _grpc_peer(listener, events)
-            finally:
-                os._exit(0)
+        peer = _fork(lambda: _grpc_peer(listener, events))
         listener.close()
         try:
             started = time.process_time()
