@@ -10,16 +10,17 @@ from .status import RpcError
 
 class Call:
     """One stream: the request sent, the answer's messages as they come, its status at the
-    end. The connection's reader fills it in; the caller parks until it changes."""
+    end. The connection's reader fills it in; its one caller waits until it changes (a task
+    rescheduled directly: a call has one waiter at a time, so it needs no parking lot)."""
 
-    __slots__ = ("id", "send_window", "lot", "headers", "http_status", "messages", "partial",
+    __slots__ = ("id", "send_window", "waiter", "headers", "http_status", "messages", "partial",
                  "code", "details", "error", "unacked", "max_message", "cancelled", "streaming", "reset")
 
     def __init__(self, max_message: int, streaming: bool) -> None:
         self.id = 0
         self.streaming = streaming  # its caller wakes for each message, not only at the end
         self.send_window = 0
-        self.lot = trio.lowlevel.ParkingLot()
+        self.waiter: trio.lowlevel.Task | None = None  # the caller, while it waits
         self.headers = False  # the response headers came
         self.http_status = 0
         self.messages: list[bytes] = []
@@ -67,12 +68,27 @@ class Call:
     def end(self, code: str, details: str) -> None:
         if not self.ended:
             self.code, self.details = code, details
-        self.lot.unpark_all()
+        self.wake()
 
     def fail(self, error: RpcError) -> None:
         if not self.ended:
             self.error = error
-        self.lot.unpark_all()
+        self.wake()
+
+    async def changed(self) -> None:
+        """Wait until the reader wakes this call's caller (wake()); cancelled meanwhile,
+        the caller stops waiting and nothing wakes it later."""
+        self.waiter = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
+
+    def _abort_wait(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        self.waiter = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def wake(self) -> None:
+        task, self.waiter = self.waiter, None
+        if task is not None:  # at most once a wait: trio refuses a second reschedule
+            trio.lowlevel.reschedule(task)
 
 
 class MessageTooLarge(Exception):

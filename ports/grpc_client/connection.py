@@ -126,12 +126,17 @@ class Connection(IncomingFrames):
         is told (RST_STREAM)."""
         if call.ended or call.streaming and call.messages:
             return
-        await self._park(call.lot, call)
-
-    async def _park(self, lot: trio.lowlevel.ParkingLot, call: Call) -> None:
-        """Wait in `lot` on behalf of `call`; a caller cancelled meanwhile cancels the call."""
         try:
-            await lot.park()
+            await call.changed()
+        except BaseException:
+            self.cancel(call)
+            raise
+
+    async def _wait_for_window(self, call: Call) -> None:
+        """Until the windows or the stream slots change; a caller cancelled meanwhile
+        cancels the call."""
+        try:
+            await self._window_lot.park()
         except BaseException:
             self.cancel(call)
             raise
@@ -200,7 +205,7 @@ class Connection(IncomingFrames):
                     call.reset = True
                     self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
                 return
-            await self._park(self._window_lot, call)
+            await self._wait_for_window(call)
 
     # -- the writer -----------------------------------------------------------------------
 
@@ -274,7 +279,8 @@ class Connection(IncomingFrames):
         """The call is over on this connection: its stream slot is free, and a connection
         that takes no new call closes with its last one."""
         self._calls.pop(call.id, None)
-        self._window_lot.unpark_all()
+        if self._window_lot:  # (every call ends here: the lot's unpark_all costs more than the check)
+            self._window_lot.unpark_all()
         if not self.usable and not self._calls:
             self._close_socket()
 

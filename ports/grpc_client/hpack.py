@@ -32,6 +32,7 @@ STATIC = (
 _STATIC_FIELD = {field: index + 1 for index, field in reversed(list(enumerate(STATIC)))}
 _STATIC_NAME = {name: index + 1 for index, (name, _) in reversed(list(enumerate(STATIC)))}
 _ENTRY_OVERHEAD = 32  # RFC 7541 4.1: an entry's size is its name, its value and 32
+_KNOWN_BLOCKS = 64  # header blocks a decoder remembers the reading of
 
 
 class HpackError(ValueError):
@@ -77,21 +78,32 @@ class Decoder:
         self.table_size = max_table_size  # the peer's current choice, up to that
         self._entries: list[tuple[bytes, bytes]] = []  # newest first
         self._size = 0
+        # Blocks read since the table last changed, and what they said. A server's answers
+        # repeat (grpc-go indexes ":status: 200", its content-type and "grpc-status: 0" once,
+        # then sends the same few bytes of references): the same block against the same
+        # table reads the same, so it is read once. Any change of the table forgets them.
+        self._known: dict[bytes, tuple[tuple[bytes, bytes], ...]] = {}
 
     def decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
+        known = self._known.get(block)
+        if known is not None:
+            return list(known)
         headers: list[tuple[bytes, bytes]] = []
         position = 0
         end = len(block)
+        changes = False  # the block adds to the table or resizes it
         while position < end:
             first = block[position]
             if first & 0x80:  # indexed field
                 index, position = _read_integer(block, position, 7)
                 headers.append(self._field(index))
             elif first & 0x40:  # literal, added to the dynamic table
+                changes = True
                 field, position = self._literal(block, position, 6)
                 self._add(field)
                 headers.append(field)
             elif first & 0x20:  # dynamic table size update
+                changes = True
                 if headers:
                     raise HpackError("a table size update after a header field")
                 size, position = _read_integer(block, position, 5)
@@ -102,6 +114,12 @@ class Decoder:
             else:  # literal without indexing (0000) or never indexed (0001)
                 field, position = self._literal(block, position, 4)
                 headers.append(field)
+        if changes:
+            self._known.clear()
+        else:
+            if len(self._known) >= _KNOWN_BLOCKS:  # (varied blocks, e.g. error messages: start over)
+                self._known.clear()
+            self._known[block] = tuple(headers)
         return headers
 
     def _field(self, index: int) -> tuple[bytes, bytes]:

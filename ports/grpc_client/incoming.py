@@ -104,7 +104,8 @@ class IncomingFrames:
                 self._send_window += increment
             elif (call := self._calls.get(stream_id)) is not None:
                 call.send_window += increment
-            self._window_lot.unpark_all()
+            if self._window_lot:  # (one comes with nearly every call: see _forget)
+                self._window_lot.unpark_all()
         elif kind == PING:
             if not flags & ACK:
                 self._push(frame(PING, ACK, 0, payload))
@@ -178,7 +179,7 @@ class IncomingFrames:
             call.unacked += counted - len(payload)
             self._return_window(call)
             if call.messages:
-                call.lot.unpark_all()
+                call.wake()
 
     def _take_headers(self, stream_id: int, flags: int, block: bytes) -> None:
         try:

@@ -82,3 +82,20 @@ def test_encoded_request_headers_decode_back() -> None:
     block = hpack.encode(headers)
     assert block[:2] == b"\x83\x86"  # :method POST and :scheme http from the static table
     assert hpack.Decoder().decode(block) == headers
+
+
+def test_a_block_read_again_reads_what_the_table_holds_now() -> None:
+    # A decoder remembers the blocks it read while its table stays the same: a reference
+    # to index 62 must read the newest entry after every change, never the remembered one.
+    decoder = hpack.Decoder()
+    decoder.decode(b"\x40\x01a\x01b")  # a: b, indexed at 62
+    assert decoder.decode(b"\xbe") == [(b"a", b"b")]
+    answer = decoder.decode(b"\xbe")
+    assert answer == [(b"a", b"b")]
+    answer.append((b"x", b"y"))  # what a caller does to its list stays its own
+    assert decoder.decode(b"\xbe") == [(b"a", b"b")]
+    decoder.decode(b"\x40\x01c\x01d")  # c: d is now 62
+    assert decoder.decode(b"\xbe") == [(b"c", b"d")]
+    decoder.decode(b"\x20")  # a size update to 0 empties the table
+    with pytest.raises(hpack.HpackError):
+        decoder.decode(b"\xbe")
