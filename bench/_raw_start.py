@@ -27,8 +27,7 @@ from pykubelet.pods.hosts_file import hosts_mount
 from pykubelet.pods.labels import MANAGED_LABEL, POD_UID_LABEL
 from pykubelet.pods.manifest import decode_manifests
 from pykubelet.pods.runtime_config import container_config, sandbox_config
-from pykubelet.ports.cri import CriClient, CriError, RuntimeOperationMetrics
-from pykubelet.ports.cri.client import DEFAULT_REQUEST_TIMEOUT
+from pykubelet.ports.cri import DEFAULT_REQUEST_TIMEOUT, CriClient, CriError, RuntimeOperationMetrics
 
 CRI_OPERATIONS = "kubelet_runtime_operations_duration_seconds"
 START_OPERATIONS = ("run_podsandbox", "create_container", "start_container")

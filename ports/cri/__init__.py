@@ -1,7 +1,8 @@
 """The CRI port: a typed async client for a container runtime's RuntimeService and
 ImageService (containerd, or the embedded runtime), its errors and its metrics."""
 
-from .client import CRI_API_VERSION, DEFAULT_REQUEST_TIMEOUT, CriClient, normalize_endpoint
+from .calls import DEFAULT_REQUEST_TIMEOUT, normalize_endpoint
+from .client import CRI_API_VERSION, CriClient
 from .errors import (
     CommandTimedOut,
     CriCallError,
