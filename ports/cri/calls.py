@@ -6,7 +6,8 @@ typed methods on top are CriClient's (client.py)."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pykubelet.messages.cri_api import api_pb2
 
@@ -17,6 +18,7 @@ from .types import RuntimeVersion
 
 DEFAULT_REQUEST_TIMEOUT = 120.0  # the Go kubelet's --runtime-request-timeout (2m)
 _REQUEST_TIMEOUT: Any = object()  # _call's default: the client's request_timeout
+_Answer = TypeVar("_Answer")
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # as the Go kubelet's CRI client (maxMsgSize), both ways
 
@@ -28,7 +30,7 @@ _RUNTIME_METHODS = (
     "RemoveContainer", "ListContainers", "ContainerStatus", "ReopenContainerLog", "ListContainerStats",
     "ContainerStats", "ListPodSandboxStats", "ExecSync", "Exec", "Attach", "PortForward",
 )
-_METHODS: dict[str, tuple[bytes, Any]] = {
+METHODS: dict[str, tuple[bytes, Any]] = {
     name: (f"/runtime.v1.{service}/{name}".encode(), getattr(api_pb2, f"{name}Response"))
     for service, names in (("RuntimeService", _RUNTIME_METHODS), ("ImageService", _IMAGE_METHODS))
     for name in names
@@ -85,13 +87,26 @@ class CriCalls:
         *,
         timeout: float | None | object = _REQUEST_TIMEOUT,
     ) -> Any:
+        path, answer = METHODS[method]
+        return await self._serialized_call(operation, path, request.SerializeToString(), answer.FromString,
+                                           timeout=timeout)
+
+    async def _serialized_call(
+        self,
+        operation: str,
+        path: bytes,
+        request: bytes,
+        read: Callable[[bytes], _Answer],
+        *,
+        timeout: float | None | object = _REQUEST_TIMEOUT,
+    ) -> _Answer:
+        """A call whose request is serialized already; `read` makes its answer of the bytes."""
         deadline = self.request_timeout if timeout is _REQUEST_TIMEOUT else timeout
-        path, answer = _METHODS[method]
         channel = self._connected()  # not connected: not a call, not recorded
         started = time.perf_counter()
         failed = True
         try:
-            response = answer.FromString(await channel.unary(path, request.SerializeToString(), deadline))
+            response = read(await channel.unary(path, request, deadline))
             failed = False
             return response
         except RpcError as error:
@@ -110,7 +125,7 @@ class CriCalls:
         results: list[bytes | RpcError] | None = None
         try:
             results = await channel.unary_all(
-                [(_METHODS[method][0], request.SerializeToString()) for _, method, request in calls], deadline
+                [(METHODS[method][0], request.SerializeToString()) for _, method, request in calls], deadline
             )
         except RpcError as error:  # the channel could not connect: every call failed alike
             results = [error] * len(calls)
@@ -124,7 +139,7 @@ class CriCalls:
         for (operation, method, _), result in zip(calls, results):
             if isinstance(result, RpcError):
                 raise self._classify(result, operation, timeout=deadline) from result
-            answers.append(_METHODS[method][1].FromString(result))
+            answers.append(METHODS[method][1].FromString(result))
         return answers
 
     def _connected(self) -> Channel:

@@ -8,6 +8,7 @@ names, and fails with a typed CriError (see errors.py); how is CriCalls' (calls.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -16,7 +17,7 @@ from typing import Any
 from pykubelet.messages.cri_api import api_pb2
 
 from ..grpc_client import Channel, RpcError
-from .calls import MAX_MESSAGE_BYTES, CriCalls
+from .calls import MAX_MESSAGE_BYTES, METHODS, CriCalls
 from .errors import CommandTimedOut, CriError, NotCriRuntime
 from .types import ExecSyncResult, RuntimeCondition, RuntimeStatus, RuntimeVersion
 
@@ -25,6 +26,30 @@ CRI_API_VERSION = "v1"  # the CRI API this client speaks (runtime.v1)
 KUBELET_RUNTIME_API_VERSION = "0.1.0"
 
 _EVENTS = b"/runtime.v1.RuntimeService/GetContainerEvents"
+_EXEC_SYNC = METHODS["ExecSync"][0]
+# An exec probe makes the same ExecSync every period and mostly gets the same answer: both
+# are kept as bytes, so protobuf's encoder and decoder, one of the costliest steps of the
+# call (their code is cold again after each period), run once per probe, not per period.
+_REMEMBERED_ANSWER = 1024  # bytes: longer answers are read each time, never kept
+
+
+@functools.lru_cache(maxsize=512)
+def _exec_sync_request(container_id: str, cmd: tuple[str, ...], seconds: int) -> bytes:
+    return api_pb2.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=seconds).SerializeToString()
+
+
+def _exec_sync_result(answer: bytes) -> ExecSyncResult:
+    if len(answer) > _REMEMBERED_ANSWER:
+        return _read_exec_sync(answer)
+    return _remembered_exec_sync(answer)
+
+
+def _read_exec_sync(answer: bytes) -> ExecSyncResult:
+    response = api_pb2.ExecSyncResponse.FromString(answer)
+    return ExecSyncResult(stdout=response.stdout, stderr=response.stderr, exit_code=response.exit_code)
+
+
+_remembered_exec_sync = functools.lru_cache(maxsize=128)(_read_exec_sync)  # ExecSyncResult is frozen
 
 
 class CriClient(CriCalls):
@@ -252,18 +277,14 @@ class CriClient(CriCalls):
         CommandTimedOut. The call's deadline is the request timeout plus `timeout`."""
         seconds = math.ceil(timeout) if timeout > 0 else 0
         try:
-            response = await self._call(
-                "exec_sync", "ExecSync",
-                api_pb2.ExecSyncRequest(container_id=container_id, cmd=list(cmd), timeout=seconds),
+            return await self._serialized_call(
+                "exec_sync", _EXEC_SYNC, _exec_sync_request(container_id, tuple(cmd), seconds), _exec_sync_result,
                 timeout=self.request_timeout + seconds if seconds else None,
             )
         except CriError as error:
             if error.code == "DEADLINE_EXCEEDED" and seconds:
                 raise CommandTimedOut(endpoint=self.endpoint, cmd=list(cmd), timeout=timeout) from error
             raise
-        return ExecSyncResult(
-            stdout=response.stdout, stderr=response.stderr, exit_code=response.exit_code
-        )
 
     async def exec(
         self, container_id: str, cmd: Sequence[str], *,
