@@ -27,6 +27,9 @@ counted). A child reports its own CPU time (user + system, all threads) per even
                   ExecSync; its imports are made before the CPU count starts. Run the
                   script with PYTHONPATH at a directory whose `pykubelet` links to another
                   checkout to measure that checkout's port
+  exec-client-no-ping
+                  the same with a peer that never pings: what grpc-go's BDP ping (its
+                  wake-up and answer) costs a call, beside exec-client
 The table gives each figure and its ratio to the blocking baseline of the same round;
 figures are medians over --rounds. Nothing leaves the machine: a socket pair, or for
 exec-client a unix socket in a temporary folder.
@@ -50,7 +53,8 @@ from collections.abc import Callable
 
 import trio
 
-SCENARIOS = ("blocking", "trio-socket", "trio-timer", "exec-trio", "exec-thread", "exec-pacing", "exec-client")
+SCENARIOS = ("blocking", "trio-socket", "trio-timer", "exec-trio", "exec-thread", "exec-pacing", "exec-client",
+             "exec-client-no-ping")
 PING_AFTER = 0.0005  # seconds from the request to the server's ping
 ANSWER_AFTER = 0.003  # seconds from the ping's answer to the call's answer
 
@@ -77,9 +81,9 @@ def _peer(sock: socket.socket, scenario: str, events: int, gap: float) -> None:
                 return
 
 
-def _grpc_peer(listener: socket.socket, events: int) -> None:
+def _grpc_peer(listener: socket.socket, events: int, ping: bool) -> None:
     """A CRI server of one connection, blocking, as grpc-go answers: the Version handshake,
-    then `events` ExecSync calls in the shape above."""
+    then `events` ExecSync calls in the shape above (without the ping unless `ping`)."""
     from pykubelet.messages.cri_api import api_pb2
     from pykubelet.ports.grpc_client import hpack
     from pykubelet.ports.grpc_client.frames import (
@@ -121,7 +125,8 @@ def _grpc_peer(listener: socket.socket, events: int) -> None:
     for _ in range(events):
         stream = request()
         time.sleep(PING_AFTER)
-        sock.sendall(frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", 32)) + frame(PING, 0, 0, b"bdp-ping"))
+        if ping:
+            sock.sendall(frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", 32)) + frame(PING, 0, 0, b"bdp-ping"))
         time.sleep(ANSWER_AFTER)
         sock.sendall(answer(stream, b""))  # an ExecSyncResponse of exit code 0, no output
     sock.recv(1)  # until the client closes
@@ -202,8 +207,8 @@ def _fork(serve: Callable[[], None]) -> int:
 
 
 def child(scenario: str, events: int, gap: float) -> float:
-    if scenario == "exec-client":
-        return _client_child(events, gap)
+    if scenario.startswith("exec-client"):
+        return _client_child(events, gap, ping=scenario == "exec-client")
     ours, theirs = socket.socketpair()
 
     def serve() -> None:
@@ -226,7 +231,7 @@ def child(scenario: str, events: int, gap: float) -> float:
         os.waitpid(peer, 0)
 
 
-def _client_child(events: int, gap: float) -> float:
+def _client_child(events: int, gap: float, ping: bool) -> float:
     for module in ("pykubelet.ports.cri", "prometheus_client"):  # before the count, as the daemon has them
         importlib.import_module(module)
 
@@ -235,7 +240,7 @@ def _client_child(events: int, gap: float) -> float:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(path)
         listener.listen()
-        peer = _fork(lambda: _grpc_peer(listener, events))
+        peer = _fork(lambda: _grpc_peer(listener, events, ping))
         listener.close()
         try:
             started = time.process_time()
@@ -272,10 +277,10 @@ def main() -> None:
     print(f"\nCPU per event after a {args.gap * 1e3:g} ms wait, {args.events} events x {args.rounds} rounds "
           f"(median; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
     for scenario in SCENARIOS:
-        print(f"  {scenario:12} {statistics.median(figures[scenario]) * 1e6:7.1f} us   "
+        print(f"  {scenario:19} {statistics.median(figures[scenario]) * 1e6:7.1f} us   "
               f"x{statistics.median(ratios[scenario]):.2f} the blocking wake-up")
     calls = {s: statistics.median(figures[s]) - statistics.median(figures["exec-pacing"])
-             for s in ("exec-trio", "exec-thread", "exec-client")}
+             for s in ("exec-trio", "exec-thread", "exec-client", "exec-client-no-ping")}
     print("  the call's share beyond the period's sleep: "
           + ", ".join(f"{s} {share * 1e6:.0f} us" for s, share in calls.items()))
 
