@@ -36,6 +36,7 @@ METHODS: dict[str, tuple[bytes, Any]] = {
     for name in names
 }
 
+
 def normalize_endpoint(endpoint: str) -> str:
     """"unix:///run/x.sock" or "/run/x.sock" -> "unix:///run/x.sock"; other schemes refused."""
     if endpoint.startswith("unix://"):
