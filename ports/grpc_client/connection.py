@@ -126,17 +126,13 @@ class Connection(IncomingFrames):
         is told (RST_STREAM)."""
         if call.ended or call.streaming and call.messages:
             return
-        try:
-            await call.changed()
-        except BaseException:
-            self.cancel(call)
-            raise
+        await self._park(call)
 
-    async def _wait_for_window(self, call: Call) -> None:
-        """Until the windows or the stream slots change; a caller cancelled meanwhile
-        cancels the call."""
+    async def _park(self, call: Call, lot: trio.lowlevel.ParkingLot | None = None) -> None:
+        """Until the reader wakes `call`'s caller, or with `lot` until it is woken (the
+        windows or the stream slots changed); a caller cancelled meanwhile cancels the call."""
         try:
-            await self._window_lot.park()
+            await (call.changed() if lot is None else lot.park())
         except BaseException:
             self.cancel(call)
             raise
@@ -205,7 +201,7 @@ class Connection(IncomingFrames):
                     call.reset = True
                     self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
                 return
-            await self._wait_for_window(call)
+            await self._park(call, self._window_lot)
 
     # -- the writer -----------------------------------------------------------------------
 
