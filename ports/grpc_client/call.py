@@ -3,6 +3,8 @@ DATA frames, and how the call ended."""
 
 from __future__ import annotations
 
+import math
+
 import trio
 
 from .status import RpcError
@@ -14,7 +16,8 @@ class Call:
     rescheduled directly: a call has one waiter at a time, so it needs no parking lot)."""
 
     __slots__ = ("id", "send_window", "waiter", "headers", "http_status", "messages", "partial",
-                 "code", "details", "error", "unacked", "max_message", "cancelled", "streaming", "reset")
+                 "code", "details", "error", "unacked", "max_message", "cancelled", "streaming", "reset",
+                 "deadline")
 
     def __init__(self, max_message: int, streaming: bool) -> None:
         self.id = 0
@@ -32,6 +35,7 @@ class Call:
         self.max_message = max_message
         self.cancelled = False  # by the caller (or its deadline), not by the server
         self.reset = False  # a RST_STREAM went either way: no more frames for it
+        self.deadline = math.inf  # on trio's clock: past it, the connection's watcher fails the call
 
     @property
     def ended(self) -> bool:

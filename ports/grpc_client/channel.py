@@ -17,7 +17,7 @@ import trio
 
 from .call import Call
 from .connection import Connection
-from .status import RpcError
+from .status import RpcError, deadline_exceeded
 
 
 class Channel:
@@ -100,13 +100,13 @@ class Channel:
             if isinstance(call, RpcError):
                 results.append(call)
             elif scope.cancelled_caught and call.cancelled:
-                results.append(_deadline_exceeded(connection))
+                results.append(deadline_exceeded(connected=connection.connected))
             else:
                 try:
                     results.append(_answer(call))
                 except RpcError as error:
                     results.append(error)
-        results += [_deadline_exceeded(connection)] * (len(calls) - len(started))
+        results += [deadline_exceeded(connected=connection.connected)] * (len(calls) - len(started))
         for i, result in enumerate(results):
             if isinstance(result, RpcError) and result.retryable and trio.current_time() < deadline:
                 try:  # never processed: once more, on the channel's usable connection
@@ -135,13 +135,11 @@ class Channel:
 
 
 async def unary(connection: Connection, method: bytes, request: bytes, timeout: float | None) -> bytes:
-    """One unary call on `connection`: the answer's message, or RpcError."""
-    with trio.move_on_at(_deadline(timeout)) as scope:
-        call = await connection.start(method, request, timeout)
-        while not call.ended:
-            await connection.wait(call)
-    if scope.cancelled_caught:
-        raise _deadline_exceeded(connection)
+    """One unary call on `connection`: the answer's message, or RpcError (past its
+    deadline DEADLINE_EXCEEDED, from the connection's watcher)."""
+    call = await connection.start(method, request, timeout)
+    while not call.ended:
+        await connection.wait(call)
     return _answer(call)
 
 
@@ -151,10 +149,6 @@ def _remaining(deadline: float) -> float | None:
 
 def _deadline(timeout: float | None) -> float:
     return math.inf if timeout is None else trio.current_time() + timeout
-
-
-def _deadline_exceeded(connection: Connection) -> RpcError:
-    return RpcError("DEADLINE_EXCEEDED", "Deadline Exceeded", connected=connection.connected)
 
 
 def _raise_unless_ok(call: Call) -> None:

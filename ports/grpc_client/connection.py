@@ -1,15 +1,20 @@
 """One HTTP/2 connection to a gRPC server, driven by trio alone: no thread, no other event
 loop. Requests go out on the caller's own step through one ordered output buffer (a writer
 task only drains what the socket did not take at once); a reader task takes the server's
-frames as the socket becomes readable and wakes the calls they end (incoming.py).
+frames as the socket becomes readable and wakes the calls they end (incoming.py); a
+watcher task fails the calls whose deadline passed.
 
 A call costs one wake-up of the reader and one of the caller, where grpcio cost thread
 hops and its own threads (docs/performance.md, "The CRI port on a gRPC client of its own").
+Its deadline costs it no cancel scope of its own (trio's scopes cost a call a fifth of its
+Python work): one watcher per connection sleeps until the earliest deadline in flight
+("One deadline watcher a connection").
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import socket
 import struct
 from collections.abc import Callable
@@ -24,7 +29,7 @@ from .frames import (
     STREAM_WINDOW, WINDOW_UPDATE, frame, grpc_timeout,
 )
 from .incoming import IncomingFrames
-from .status import RpcError
+from .status import RpcError, deadline_exceeded
 
 
 class Connection(IncomingFrames):
@@ -63,6 +68,8 @@ class Connection(IncomingFrames):
         self.failure: RpcError | None = None
         self._write_failed = False  # the socket refused a write: read what the server said, send nothing
         self.closed = trio.Event()  # set once the socket is closed
+        self._watch = trio.CancelScope()  # the watcher's sleep, until...
+        self._watch_at = math.inf  # ... the earliest deadline in flight when it last looked, or sooner
 
     @classmethod
     def open(cls, path: str, *, max_message: int, user_agent: bytes, authority: bytes = b"localhost") -> Connection:
@@ -93,20 +100,29 @@ class Connection(IncomingFrames):
         )
         trio.lowlevel.spawn_system_task(connection._read, name=f"grpc reader {authority.decode()}")
         trio.lowlevel.spawn_system_task(connection._write, name=f"grpc writer {authority.decode()}")
+        trio.lowlevel.spawn_system_task(connection._watch_deadlines, name=f"grpc deadlines {authority.decode()}")
         return connection
 
     # -- calls --------------------------------------------------------------------------
 
     async def start(self, path: bytes, request: bytes, timeout: float | None, *, streaming: bool = False) -> Call:
         """Send a request: the call is in flight when this returns (or waits for flow
-        control to send the rest of a large request)."""
-        await trio.lowlevel.checkpoint_if_cancelled()  # past its deadline already: nothing goes out
+        control to send the rest of a large request). `timeout` seconds after this (None:
+        never) the call fails with DEADLINE_EXCEEDED, and the server is told."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if timeout is not None and timeout <= 0:  # past its deadline already: nothing goes out
+            raise deadline_exceeded(connected=self.connected)
+        deadline = math.inf if timeout is None else trio.current_time() + timeout
         if len(request) > self.max_message:
             raise RpcError("RESOURCE_EXHAUSTED",
                            f"the request is {len(request)} bytes, above the {self.max_message} allowed",
                            connected=self.connected)
-        while self.usable and len(self._calls) >= self._peer_max_streams:
-            await self._window_lot.park()
+        if len(self._calls) >= self._peer_max_streams:
+            with trio.move_on_at(deadline) as waited:
+                while self.usable and len(self._calls) >= self._peer_max_streams:
+                    await self._window_lot.park()
+            if waited.cancelled_caught:
+                raise deadline_exceeded(connected=self.connected)
         self._check_usable()
         limit = None if timeout is None else grpc_timeout(timeout)
         block = request_block(path, self._authority, self._user_agent, limit)
@@ -116,7 +132,10 @@ class Connection(IncomingFrames):
         if self._next_id > LAST_STREAM_ID:  # ids run out: the next call goes to a new connection
             self.usable = False
         call.send_window = self._peer_window
+        call.deadline = deadline
         self._calls[call.id] = call
+        if deadline < self._watch_at:  # sooner than the watcher wakes: it wakes then
+            self._watch_at = self._watch.deadline = deadline
         body = len(request).to_bytes(5, "big") + request  # flag 0 (not compressed), length
         await self._send_data(call, self._header_frames(call.id, block), body)
         return call
@@ -137,12 +156,32 @@ class Connection(IncomingFrames):
             self.cancel(call)
             raise
 
-    def cancel(self, call: Call) -> None:
+    def cancel(self, call: Call, error: RpcError | None = None) -> None:
+        """The call ends here, with `error` (by default CANCELLED), and the server is told."""
         if not call.ended and call.id in self._calls:
             call.cancelled = call.reset = True
-            call.fail(RpcError("CANCELLED", "cancelled by the caller", connected=self.connected))
+            call.fail(error or RpcError("CANCELLED", "cancelled by the caller", connected=self.connected))
             self._push(frame(RST_STREAM, 0, call.id, struct.pack(">L", CANCEL)))
             self._forget(call)
+
+    async def _watch_deadlines(self) -> None:
+        """The watcher: sleeps until the earliest deadline in flight (start() brings a
+        sooner one forward), then fails each call past its deadline. It wakes at most once
+        for calls that ended before their deadline, at the earliest of them, then sleeps
+        until the earliest still in flight: calls with the same timeout wake it about once
+        per timeout, where a cancel scope per call costs every call."""
+        while self._socket.fileno() >= 0:
+            self._watch = trio.CancelScope(deadline=self._watch_at)
+            with self._watch:
+                await trio.sleep_forever()
+            now = trio.current_time()
+            earliest = math.inf
+            for call in [c for c in self._calls.values() if c.deadline != math.inf]:
+                if call.deadline <= now:
+                    self.cancel(call, deadline_exceeded(connected=self.connected))
+                elif call.deadline < earliest:
+                    earliest = call.deadline
+            self._watch_at = earliest
 
     def take_message(self, call: Call) -> bytes:
         """A streaming call's next message, taken by its caller: only now does the server
@@ -294,6 +333,7 @@ class Connection(IncomingFrames):
         if self._socket.fileno() >= 0:
             self._closer(self._socket)
         self._writer_lot.unpark_all()
+        self._watch.cancel()  # the watcher ends
         self.closed.set()
 
 

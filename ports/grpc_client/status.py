@@ -39,6 +39,10 @@ class RpcError(Exception):
         self.retryable = retryable
 
 
+def deadline_exceeded(*, connected: bool) -> RpcError:
+    return RpcError("DEADLINE_EXCEEDED", "Deadline Exceeded", connected=connected)
+
+
 def code_name(value: bytes) -> str:
     """grpc-status's value as a code name; a number gRPC does not define is UNKNOWN."""
     try:

@@ -411,6 +411,104 @@ async def test_past_its_deadline_a_call_fails_and_the_server_is_told(tmp_path) -
         channel.close()
 
 
+async def hanging(peer: Peer) -> None:
+    """Answers its first request (the warm-up), then takes every request and answers none."""
+    await peer.start()
+    stream_id, _, body = await peer.request()
+    await peer.send(answer(stream_id, body))
+    while True:
+        await peer.frame()
+
+
+async def test_a_sooner_deadline_than_any_in_flight_wakes_the_watcher_then(tmp_path, autojump_clock) -> None:
+    async with server(tmp_path, hanging) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"warm-up", 100) == b"warm-up"
+        failures = {}
+
+        async def call(name: str, timeout: float) -> None:
+            with pytest.raises(RpcError) as failed:
+                await channel.unary(METHOD, b"", timeout)
+            failures[name] = (failed.value.code, trio.current_time() - started)
+
+        started = trio.current_time()
+        with trio.fail_after(500):  # (a watcher that never wakes would hang here)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call, "long", 100)
+                await trio.testing.wait_all_tasks_blocked()  # the watcher sleeps until the long one's deadline
+                nursery.start_soon(call, "short", 2)
+        assert failures["short"] == ("DEADLINE_EXCEEDED", pytest.approx(2, abs=0.01))
+        assert failures["long"] == ("DEADLINE_EXCEEDED", pytest.approx(100, abs=0.01))
+        channel.close()
+
+
+async def test_after_calls_that_ended_in_time_the_next_deadline_still_fails_its_call(tmp_path, autojump_clock) -> None:
+    async with server(tmp_path, hanging) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"warm-up", 1) == b"warm-up"  # the watcher wakes at its deadline
+        await trio.sleep(0.5)
+        started = trio.current_time()
+        with trio.fail_after(500), pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 5)  # its deadline is later: the watcher is not brought forward
+        assert failed.value.code == "DEADLINE_EXCEEDED"
+        assert trio.current_time() - started == pytest.approx(5, abs=0.01)
+        channel.close()
+
+
+async def test_a_call_held_for_a_stream_slot_fails_at_its_deadline_unsent(tmp_path, autojump_clock) -> None:
+    async def handler(peer: Peer) -> None:
+        await peer.start(struct.pack(">HL", 3, 1))  # MAX_CONCURRENT_STREAMS 1
+        stream_id, _, body = await peer.request()
+        await peer.send(answer(stream_id, body))
+        await peer.request()  # the one held open, never answered
+        while True:
+            kind, _, _, _ = await peer.frame()
+            assert kind != HEADERS  # the held call never goes out
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"warm-up", 5) == b"warm-up"
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call_ignoring_deadline, channel, 100)
+            await trio.testing.wait_all_tasks_blocked()
+            started = trio.current_time()
+            with trio.fail_after(50), pytest.raises(RpcError) as failed:
+                await channel.unary(METHOD, b"held", 3)
+            assert failed.value.code == "DEADLINE_EXCEEDED"
+            assert trio.current_time() - started == pytest.approx(3, abs=0.01)
+            nursery.cancel_scope.cancel()
+        channel.close()
+
+
+async def call_ignoring_deadline(channel: Channel, timeout: float) -> None:
+    with pytest.raises(RpcError):
+        await channel.unary(METHOD, b"", timeout)
+
+
+def task_names() -> list[str]:
+    names = []
+
+    def walk(task: trio.lowlevel.Task) -> None:
+        names.append(task.name)
+        for nursery in task.child_nurseries:
+            for child in nursery.child_tasks:
+                walk(child)
+
+    walk(trio.lowlevel.current_root_task())
+    return names
+
+
+async def test_a_closed_connection_leaves_no_watcher_or_reader_behind(tmp_path) -> None:
+    async with server(tmp_path, echo) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"x", 100) == b"x"  # the watcher sleeps until then
+        assert any(name.startswith("grpc deadlines") for name in task_names())
+        channel.close()
+        with trio.fail_after(10):
+            while any(name.startswith("grpc ") for name in task_names()):
+                await trio.sleep(0.01)
+
+
 async def test_a_cancelled_caller_resets_its_stream(tmp_path) -> None:
     reset = trio.Event()
     asked = trio.Event()
