@@ -170,18 +170,22 @@ class Connection(IncomingFrames):
         for calls that ended before their deadline, at the earliest of them, then sleeps
         until the earliest still in flight: calls with the same timeout wake it about once
         per timeout, where a cancel scope per call costs every call."""
-        while self._socket.fileno() >= 0:
-            self._watch = trio.CancelScope(deadline=self._watch_at)
-            with self._watch:
-                await trio.sleep_forever()
-            now = trio.current_time()
-            earliest = math.inf
-            for call in [c for c in self._calls.values() if c.deadline != math.inf]:
-                if call.deadline <= now:
-                    self.cancel(call, deadline_exceeded(connected=self.connected))
-                elif call.deadline < earliest:
-                    earliest = call.deadline
-            self._watch_at = earliest
+        try:
+            while self._socket.fileno() >= 0:
+                self._watch = trio.CancelScope(deadline=self._watch_at)
+                with self._watch:
+                    await trio.sleep_forever()
+                now = trio.current_time()
+                earliest = math.inf
+                for call in [c for c in self._calls.values() if c.deadline != math.inf]:
+                    if call.deadline <= now:
+                        self.cancel(call, deadline_exceeded(connected=self.connected))
+                    elif call.deadline < earliest:
+                        earliest = call.deadline
+                self._watch_at = earliest
+        except Exception as error:  # a bug here must not end the trio run (a system task)
+            self._fail(RpcError("INTERNAL", f"the gRPC client's deadline watcher failed: {error!r}",
+                                connected=self.connected))
 
     def take_message(self, call: Call) -> bytes:
         """A streaming call's next message, taken by its caller: only now does the server

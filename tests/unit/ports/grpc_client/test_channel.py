@@ -480,6 +480,21 @@ async def test_a_call_held_for_a_stream_slot_fails_at_its_deadline_unsent(tmp_pa
         channel.close()
 
 
+async def test_a_failing_watcher_fails_the_connection_not_the_trio_run(tmp_path, autojump_clock, monkeypatch) -> None:
+    def broken(**_: object) -> RpcError:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(connection_module, "deadline_exceeded", broken)
+    async with server(tmp_path, hanging, echo) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"warm-up", 5) == b"warm-up"
+        with trio.fail_after(50), pytest.raises(RpcError) as failed:
+            await channel.unary(METHOD, b"", 2)
+        assert failed.value.code == "INTERNAL" and "deadline watcher failed" in failed.value.details
+        assert await channel.unary(METHOD, b"next", 5) == b"next"  # on a new connection
+        channel.close()
+
+
 async def call_ignoring_deadline(channel: Channel, timeout: float) -> None:
     with pytest.raises(RpcError):
         await channel.unary(METHOD, b"", timeout)
