@@ -469,7 +469,7 @@ async def test_a_call_held_for_a_stream_slot_fails_at_its_deadline_unsent(tmp_pa
         channel = Channel(path, max_message=MAX)
         assert await channel.unary(METHOD, b"warm-up", 5) == b"warm-up"
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(call_ignoring_deadline, channel, 100)
+            nursery.start_soon(call_held_open, channel, 100)
             await trio.testing.wait_all_tasks_blocked()
             started = trio.current_time()
             with trio.fail_after(50), pytest.raises(RpcError) as failed:
@@ -495,7 +495,8 @@ async def test_a_failing_watcher_fails_the_connection_not_the_trio_run(tmp_path,
         channel.close()
 
 
-async def call_ignoring_deadline(channel: Channel, timeout: float) -> None:
+async def call_held_open(channel: Channel, timeout: float) -> None:
+    """A call the server never answers: it ends past its deadline, or cancelled."""
     with pytest.raises(RpcError):
         await channel.unary(METHOD, b"", timeout)
 
