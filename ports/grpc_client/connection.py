@@ -177,7 +177,7 @@ class Connection(IncomingFrames):
                     await trio.sleep_forever()
                 now = trio.current_time()
                 earliest = math.inf
-                for call in [c for c in self._calls.values() if c.deadline != math.inf]:
+                for call in list(self._calls.values()):  # (cancel() takes calls out)
                     if call.deadline <= now:
                         self.cancel(call, deadline_exceeded(connected=self.connected))
                     elif call.deadline < earliest:
