@@ -75,6 +75,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from _interpreter import interpreter_line  # noqa: E402
+
 CANDIDATES = (
     "trio-asyncio", "to-thread", "to-thread-lim", "worker", "future", "future-kept", "aio-thread", "aio-plain",
     "client", "client-cq", "trio-h2", "period-only",
@@ -615,6 +617,7 @@ def main() -> None:
             args.child, args.endpoint, args.method, args.calls, args.concurrency, args.container, args.period
         )))
         return
+    print(interpreter_line(), flush=True)
     if args.embedded:
         from tests.support.embedded import EmbeddedRuntimeInstance
 

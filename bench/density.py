@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _interpreter import interpreter_line  # noqa: E402
 from _support import (  # noqa: E402
     BenchDaemon,
     cpu_seconds,
@@ -218,6 +219,7 @@ def main() -> None:
     parser.add_argument("--config-line", action="append", default=[], metavar="'KEY: VALUE'",
                         help="append this line to the daemon's KubeletConfiguration (repeatable)")
     args = parser.parse_args()
+    print(interpreter_line(), flush=True)
     if args.pods > args.max_pods:
         parser.error(f"--pods {args.pods} is more than --max-pods {args.max_pods}: the rest would be refused")
     with private_containerd() as containerd, running_daemon(

@@ -31,6 +31,7 @@ import trio
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wakeup  # noqa: E402
+from _interpreter import interpreter_line  # noqa: E402
 
 PING_AFTER = 0.02
 ANSWER_AFTER = 0.05
@@ -85,6 +86,7 @@ def main() -> None:
     if args.child:
         child(args.child, args.events)
         return
+    print(interpreter_line(), flush=True)
     if shutil.which("valgrind") is None:
         raise SystemExit("bench/instructions.py needs valgrind: apt-get install valgrind")
     figures = {}

@@ -82,6 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _interpreter import interpreter_line  # noqa: E402
 from _support import (  # noqa: E402
     NODE,
     BenchDaemon,
@@ -454,6 +455,7 @@ def main() -> None:
                         help="leave out the diagnostic raw start with the pod worker's reads (a third start a round)")
     parser.add_argument("--keep-log", type=Path, help="copy the daemon's log here at the end")
     args = parser.parse_args()
+    print(interpreter_line(), flush=True)
     bounds = [args.large] if args.raw_concurrency == "all" else [int(b) for b in args.raw_concurrency.split(",")]
     if args.large > args.max_pods:
         parser.error(f"--large {args.large} is more than --max-pods {args.max_pods}: the rest would be refused")

@@ -81,6 +81,7 @@ from _probes_support import (  # noqa: E402
     summed_counter,
     summed_histogram,
 )
+from _interpreter import interpreter_line  # noqa: E402
 from _support import (  # noqa: E402
     BenchDaemon,
     cpu_seconds,
@@ -467,6 +468,7 @@ def main() -> None:
     parser.add_argument("--readiness", choices=("http", "none"), default="http",
                         help="the readiness probe: httpGet (default) or none (the liveness probe alone)")
     args = parser.parse_args()
+    print(interpreter_line(), flush=True)
     if args.pods > args.max_pods:
         parser.error(f"--pods {args.pods} is more than --max-pods {args.max_pods}: the rest would be refused")
     ports = free_ports(2 * args.pods, args.base_port)

@@ -52,6 +52,7 @@ import time
 from collections.abc import Callable
 
 import trio
+from _interpreter import interpreter_line
 
 SCENARIOS = ("blocking", "trio-socket", "trio-timer", "exec-trio", "exec-thread", "exec-pacing", "exec-client",
              "exec-client-no-ping")
@@ -260,6 +261,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.events, args.gap)))
         return
+    print(interpreter_line(), flush=True)
     figures: dict[str, list[float]] = {s: [] for s in SCENARIOS}
     ratios: dict[str, list[float]] = {s: [] for s in SCENARIOS}
     for number in range(args.rounds):
