@@ -17,7 +17,7 @@ import trio
 
 from .call import Call
 from .connection import Connection
-from .status import RpcError, deadline_exceeded
+from .status import RpcError
 
 
 class Channel:
@@ -76,37 +76,35 @@ class Channel:
         self, calls: Sequence[tuple[bytes, bytes]], timeout: float | None
     ) -> list[bytes | RpcError]:
         """Several unary calls in flight at once under one deadline: each answer or each
-        call's RpcError, in order (one failing does not end the others)."""
+        call's RpcError, in order (one failing does not end the others). Each call gets
+        what is left of the batch's time when it starts, so the connection's watcher fails
+        them all at the batch's deadline, as it fails a call made alone."""
         deadline = _deadline(timeout)
         connection = await self._usable()
         started: list[Call | RpcError] = []
-        with trio.move_on_at(deadline) as scope:
-            try:
-                for method, request in calls:
-                    try:
-                        started.append(await connection.start(method, request, timeout))
-                    except RpcError as error:
-                        started.append(error)
-                for call in started:
-                    while isinstance(call, Call) and not call.ended:
-                        await connection.wait(call)
-            except BaseException:  # cancelled, or past the deadline: none stays in the server
-                for call in started:
-                    if isinstance(call, Call):
-                        connection.cancel(call)
-                raise
+        try:
+            for method, request in calls:
+                try:
+                    started.append(await connection.start(method, request, _remaining(deadline)))
+                except RpcError as error:
+                    started.append(error)
+            for call in started:
+                while isinstance(call, Call) and not call.ended:
+                    await connection.wait(call)
+        except BaseException:  # cancelled: none stays in the server
+            for call in started:
+                if isinstance(call, Call):
+                    connection.cancel(call)
+            raise
         results: list[bytes | RpcError] = []
         for call in started:
             if isinstance(call, RpcError):
                 results.append(call)
-            elif scope.cancelled_caught and call.cancelled:
-                results.append(deadline_exceeded(connected=connection.connected))
-            else:
-                try:
-                    results.append(_answer(call))
-                except RpcError as error:
-                    results.append(error)
-        results += [deadline_exceeded(connected=connection.connected)] * (len(calls) - len(started))
+                continue
+            try:
+                results.append(_answer(call))
+            except RpcError as error:
+                results.append(error)
         for i, result in enumerate(results):
             if isinstance(result, RpcError) and result.retryable and trio.current_time() < deadline:
                 try:  # never processed: once more, on the channel's usable connection

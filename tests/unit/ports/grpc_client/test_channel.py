@@ -709,6 +709,40 @@ async def test_calls_made_together_end_each_as_alone(tmp_path) -> None:
         channel.close()
 
 
+async def test_calls_made_together_fail_at_the_batchs_deadline_even_one_started_late(tmp_path, autojump_clock) -> None:
+    reset = trio.Event()
+
+    async def handler(peer: Peer) -> None:
+        await peer.start(struct.pack(">HL", 4, 0))  # INITIAL_WINDOW_SIZE 0: each body waits for window
+        warm_up, _, body = await peer.request()  # sent before the client had our SETTINGS
+        await peer.send(answer(warm_up, body))
+        _, _, first, _ = await peer.until(HEADERS)
+        await trio.sleep(2)  # the first call's start() takes 2 s: the second starts late
+        await peer.send(frame(WINDOW_UPDATE, 0, first, struct.pack(">L", 1000)))
+        while not (await peer.until(DATA))[1] & END_STREAM:
+            pass
+        await peer.send(answer(first, b"a"))
+        _, _, second, _ = await peer.until(HEADERS)
+        await peer.send(frame(WINDOW_UPDATE, 0, second, struct.pack(">L", 1000)))
+        _, _, reset_id, _ = await peer.until(RST_STREAM)  # never answered: reset at the deadline
+        assert reset_id == second
+        reset.set()
+        await trio.sleep_forever()
+
+    async with server(tmp_path, handler) as path:
+        channel = Channel(path, max_message=MAX)
+        assert await channel.unary(METHOD, b"warm-up", 5) == b"warm-up"
+        started = trio.current_time()
+        with trio.fail_after(500):
+            ok, failed = await channel.unary_all([(METHOD, b"a"), (METHOD, b"b")], 3)
+        assert trio.current_time() - started == pytest.approx(3, abs=0.01)  # the batch's 3 s, not 2 + 3
+        assert ok == b"a"
+        assert isinstance(failed, RpcError) and failed.code == "DEADLINE_EXCEEDED" and failed.connected
+        with trio.fail_after(10):
+            await reset.wait()
+        channel.close()
+
+
 async def test_the_servers_stream_limit_holds_a_call_until_one_ends(tmp_path) -> None:
     async def handler(peer: Peer) -> None:
         await peer.start(struct.pack(">HL", 3, 1))  # MAX_CONCURRENT_STREAMS 1
