@@ -1,8 +1,8 @@
 """Which Python a benchmark runs on. Its children and the daemon it starts run on the same
 one (sys.executable's), and the figures depend on it: a distribution's build (Debian's
-python3, statically linked, optimized with profiles) runs the daemon's Python a quarter
-faster than a plain source build with a shared libpython (pyenv's default) on the same
-machine (docs/performance.md, "The interpreter the README installs")."""
+python3, statically linked, optimized with profiles) runs the daemon with probes on
+0.76-0.90x the CPU of a plain source build with a shared libpython (pyenv's default) on the
+same machine (docs/performance.md, "The interpreter the README installs")."""
 
 from __future__ import annotations
 
